@@ -39,7 +39,10 @@ class Chart:
 
 
 def chart_from_figure(
-    *, id: str, figure: go.Figure | None, empty_message: str = "No data for this period.",
+    *,
+    id: str,
+    figure: go.Figure | None,
+    empty_message: str = "No data for this period.",
     label: str = "",
 ) -> Chart:
     """Turn a Plotly figure into what the template needs; None (no data) stays an empty chart."""

@@ -1,7 +1,7 @@
 """costsite settings: everything comes from the environment, with the demo values as defaults.
 
-The defaults run the demo (SQLite file, Celery eager, console email); tests and compose override them.
-Every variable is listed in the README.
+The defaults run the demo (SQLite file, Celery eager, console email); tests and compose override
+them. Every variable is listed in the README.
 """
 
 import os
@@ -56,6 +56,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "apps.accounts.middleware.OrganizationTimezoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

@@ -10,4 +10,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("apps.projects.urls")),
+    path("", include("apps.experiments.urls")),
+    path("", include("apps.deployments.urls")),
 ]

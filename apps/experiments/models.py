@@ -37,7 +37,8 @@ class Experiment(Hardware):
     )
     name = models.CharField(max_length=200)
     external_id = models.CharField(
-        max_length=200, blank=True,
+        max_length=200,
+        blank=True,
         help_text="The id a training script registers this run under (unique in the project).",
     )
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.TRAINING)
@@ -45,8 +46,12 @@ class Experiment(Hardware):
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     model = models.ForeignKey(
-        "deployments.Model", on_delete=models.SET_NULL, null=True, blank=True,
-        related_name="experiments", help_text="The model this run produces.",
+        "deployments.Model",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="experiments",
+        help_text="The model this run produces.",
     )
     tags = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(

@@ -35,7 +35,10 @@ class Project(models.Model):
     )
     description = models.TextField(blank=True)
     monthly_budget = models.DecimalField(
-        max_digits=14, decimal_places=2, null=True, blank=True,
+        max_digits=14,
+        decimal_places=2,
+        null=True,
+        blank=True,
         help_text="In the organisation's currency; leave empty for no budget.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -93,15 +96,23 @@ class AllocationRule(models.Model):
     priority = models.PositiveIntegerField(default=100)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="allocation_rules")
     experiment = models.ForeignKey(
-        "experiments.Experiment", on_delete=models.CASCADE, null=True, blank=True,
+        "experiments.Experiment",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
         related_name="allocation_rules",
     )
     deployment = models.ForeignKey(
-        "deployments.Deployment", on_delete=models.CASCADE, null=True, blank=True,
+        "deployments.Deployment",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
         related_name="allocation_rules",
     )
     workload = models.CharField(
-        max_length=20, choices=Workload.choices, blank=True,
+        max_length=20,
+        choices=Workload.choices,
+        blank=True,
         help_text="Leave empty to derive it from the owner and the service.",
     )
     created_by = models.ForeignKey(

@@ -1,8 +1,132 @@
+import copy
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from apps.accounts.selectors import (
+    can_create_project,
+    can_edit_project,
+    project_for_user,
+    teams_led_by,
+)
+from costsite.htmx import form_page, redirect_after_save
+
+from . import selectors, services
+from .charts import experiments_by_month_chart
+from .forms import ProjectForm
+
+EXPERIMENTS_PER_PAGE = 25
+# (sort key, heading, numeric, hidden on a phone)
+PROJECT_COLUMNS = [
+    ("name", "Project", False, False),
+    ("team", "Team", False, False),
+    ("budget", "Budget", True, False),
+    ("experiments", "Experiments", True, False),
+    ("running", "Running", True, True),
+    ("models", "Models", True, True),
+    ("deployments", "Deployments", True, True),
+]
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     return redirect("project_list")
+
+
+@login_required
+def project_list(request: HttpRequest) -> HttpResponse:
+    sort = request.GET.get("sort", "name")
+    columns = [
+        {
+            "label": label,
+            "numeric": numeric,
+            "narrow_hidden": narrow_hidden,
+            "sort": f"-{key}" if sort == key else key,
+            "active": "ascending" if sort == key else "descending" if sort == f"-{key}" else "",
+        }
+        for key, label, numeric, narrow_hidden in PROJECT_COLUMNS
+    ]
+    return render(
+        request,
+        "projects/project_list.html",
+        {
+            "projects": selectors.project_list(user=request.user, sort=sort),
+            "columns": columns,
+            "can_create": can_create_project(user=request.user),
+        },
+    )
+
+
+@login_required
+def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    project = project_for_user(user=request.user, slug=slug)
+    experiments = Paginator(
+        selectors.project_experiments(project=project), EXPERIMENTS_PER_PAGE
+    ).get_page(request.GET.get("page"))
+    if request.htmx:
+        return render(
+            request,
+            "projects/project_detail.html#experiment-table",
+            {"project": project, "experiments": experiments},
+        )
+    return render(
+        request,
+        "projects/project_detail.html",
+        {
+            "project": project,
+            "experiments": experiments,
+            "models": selectors.project_models(project=project),
+            "deployments": selectors.project_deployments(project=project),
+            "experiments_chart": experiments_by_month_chart(
+                rows=selectors.project_experiments_by_month(project=project)
+            ),
+            "can_edit": can_edit_project(user=request.user, project=project),
+        },
+    )
+
+
+@login_required
+def project_create(request: HttpRequest) -> HttpResponse:
+    teams = teams_led_by(user=request.user)
+    if not teams.exists():
+        raise Http404("Only a team's lead creates its projects.")
+    form = ProjectForm(request.POST or None, teams=teams)
+    if request.method == "POST" and form.is_valid():
+        project = services.project_create(**form.cleaned_data)
+        messages.success(request, f"Project “{project.name}” created.")
+        return redirect_after_save(request, reverse("project_detail", args=[project.slug]))
+    return form_page(
+        request,
+        form=form,
+        title="New project",
+        submit_label="Create project",
+        cancel_url=reverse("project_list"),
+        breadcrumbs=[("Projects", reverse("project_list"))],
+    )
+
+
+@login_required
+def project_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    project = project_for_user(user=request.user, slug=slug, edit=True)
+    teams = teams_led_by(user=request.user)
+    # A copy, so that a form with errors does not rename the project in the page's own heading.
+    form = ProjectForm(request.POST or None, instance=copy.copy(project), teams=teams)
+    if request.method == "POST" and form.is_valid():
+        project = services.project_update(project=project, **form.cleaned_data)
+        messages.success(request, f"Project “{project.name}” saved.")
+        return redirect_after_save(request, reverse("project_detail", args=[project.slug]))
+    return form_page(
+        request,
+        form=form,
+        title=f"Edit {project.name}",
+        submit_label="Save project",
+        cancel_url=reverse("project_detail", args=[project.slug]),
+        breadcrumbs=[
+            ("Projects", reverse("project_list")),
+            (project.name, reverse("project_detail", args=[project.slug])),
+        ],
+    )

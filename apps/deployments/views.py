@@ -1,0 +1,144 @@
+import copy
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from apps.accounts.selectors import (
+    deployment_for_user,
+    model_for_user,
+    models_visible_to,
+    project_for_user,
+)
+from costsite.htmx import form_page, redirect_after_save
+
+from . import selectors, services
+from .forms import DeploymentForm, MLModelForm
+
+
+def _crumbs(project, *more: tuple[str, str]) -> list[tuple[str, str]]:
+    return [
+        ("Projects", reverse("project_list")),
+        (project.name, reverse("project_detail", args=[project.slug])),
+        *more,
+    ]
+
+
+@login_required
+def model_detail(request: HttpRequest, model_pk: int) -> HttpResponse:
+    model = model_for_user(user=request.user, pk=model_pk)
+    return render(
+        request,
+        "deployments/model_detail.html",
+        {
+            "model": model,
+            "project": model.project,
+            "experiments": selectors.model_experiments(model=model, user=request.user),
+            "deployments": selectors.model_deployments(model=model, user=request.user),
+        },
+    )
+
+
+@login_required
+def model_create(request: HttpRequest, slug: str) -> HttpResponse:
+    project = project_for_user(user=request.user, slug=slug)
+    form = MLModelForm(request.POST or None, project=project)
+    if request.method == "POST" and form.is_valid():
+        model = services.model_create(project=project, **form.cleaned_data)
+        messages.success(request, f"Model “{model.name}” added.")
+        return redirect_after_save(request, reverse("model_detail", args=[model.pk]))
+    return form_page(
+        request,
+        form=form,
+        title=f"New model in {project.name}",
+        intro="A model is what experiments produce and deployments serve.",
+        submit_label="Add model",
+        cancel_url=reverse("project_detail", args=[project.slug]),
+        breadcrumbs=_crumbs(project),
+    )
+
+
+@login_required
+def model_edit(request: HttpRequest, model_pk: int) -> HttpResponse:
+    model = model_for_user(user=request.user, pk=model_pk)
+    form = MLModelForm(request.POST or None, instance=copy.copy(model), project=model.project)
+    if request.method == "POST" and form.is_valid():
+        model = services.model_update(model=model, **form.cleaned_data)
+        messages.success(request, f"Model “{model.name}” saved.")
+        return redirect_after_save(request, reverse("model_detail", args=[model.pk]))
+    model_url = reverse("model_detail", args=[model.pk])
+    return form_page(
+        request,
+        form=form,
+        title=f"Edit {model.name}",
+        submit_label="Save model",
+        cancel_url=model_url,
+        breadcrumbs=_crumbs(model.project, (model.name, model_url)),
+    )
+
+
+@login_required
+def deployment_detail(request: HttpRequest, deployment_pk: int) -> HttpResponse:
+    deployment = deployment_for_user(user=request.user, pk=deployment_pk)
+    return render(
+        request,
+        "deployments/deployment_detail.html",
+        {
+            "deployment": deployment,
+            "project": deployment.project,
+            "model": selectors.deployment_model_for_user(deployment=deployment, user=request.user),
+            "resources": selectors.deployment_resources(deployment=deployment),
+        },
+    )
+
+
+@login_required
+def deployment_create(request: HttpRequest, slug: str) -> HttpResponse:
+    project = project_for_user(user=request.user, slug=slug)
+    form = DeploymentForm(
+        request.POST or None,
+        project=project,
+        models=models_visible_to(user=request.user),
+        initial={"model": request.GET.get("model")},
+    )
+    if request.method == "POST" and form.is_valid():
+        deployment = services.deployment_create(project=project, **form.cleaned_data)
+        messages.success(request, f"Deployment “{deployment.name}” registered.")
+        return redirect_after_save(request, reverse("deployment_detail", args=[deployment.pk]))
+    return form_page(
+        request,
+        form=form,
+        title=f"New deployment in {project.name}",
+        intro="A deployment serves one model; register the resources it runs on so that its "
+        "spend is attributed to it.",
+        submit_label="Register deployment",
+        cancel_url=reverse("project_detail", args=[project.slug]),
+        breadcrumbs=_crumbs(project),
+    )
+
+
+@login_required
+def deployment_edit(request: HttpRequest, deployment_pk: int) -> HttpResponse:
+    deployment = deployment_for_user(user=request.user, pk=deployment_pk)
+    # A copy, so that a form with errors does not rename the deployment in the page's heading.
+    form = DeploymentForm(
+        request.POST or None,
+        instance=copy.copy(deployment),
+        project=deployment.project,
+        models=models_visible_to(user=request.user),
+    )
+    if request.method == "POST" and form.is_valid():
+        deployment = services.deployment_update(deployment=deployment, **form.cleaned_data)
+        messages.success(request, f"Deployment “{deployment.name}” saved.")
+        return redirect_after_save(request, reverse("deployment_detail", args=[deployment.pk]))
+    deployment_url = reverse("deployment_detail", args=[deployment.pk])
+    return form_page(
+        request,
+        form=form,
+        title=f"Edit {deployment.name}",
+        submit_label="Save deployment",
+        cancel_url=deployment_url,
+        breadcrumbs=_crumbs(deployment.project, (deployment.name, deployment_url)),
+    )

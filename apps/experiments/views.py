@@ -1,0 +1,85 @@
+import copy
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from apps.accounts.selectors import experiment_for_user, models_visible_to, project_for_user
+from costsite.htmx import form_page, redirect_after_save
+
+from . import selectors, services
+from .forms import ExperimentForm
+
+
+@login_required
+def experiment_detail(request: HttpRequest, experiment_pk: int) -> HttpResponse:
+    experiment = experiment_for_user(user=request.user, pk=experiment_pk)
+    return render(
+        request,
+        "experiments/experiment_detail.html",
+        {
+            "experiment": experiment,
+            "project": experiment.project,
+            "model": selectors.experiment_model_for_user(experiment=experiment, user=request.user),
+            "resources": selectors.experiment_resources(experiment=experiment),
+        },
+    )
+
+
+@login_required
+def experiment_create(request: HttpRequest, slug: str) -> HttpResponse:
+    project = project_for_user(user=request.user, slug=slug)
+    form = ExperimentForm(
+        request.POST or None,
+        project=project,
+        models=models_visible_to(user=request.user),
+        initial={"model": request.GET.get("model")},
+    )
+    if request.method == "POST" and form.is_valid():
+        experiment = services.experiment_create(
+            project=project, created_by=request.user, **form.cleaned_data
+        )
+        messages.success(request, f"Experiment “{experiment.name}” registered.")
+        return redirect_after_save(request, reverse("experiment_detail", args=[experiment.pk]))
+    project_url = reverse("project_detail", args=[project.slug])
+    return form_page(
+        request,
+        form=form,
+        title=f"New experiment in {project.name}",
+        intro="Training scripts can register their runs themselves; this form is for the rest.",
+        submit_label="Register experiment",
+        cancel_url=project_url,
+        breadcrumbs=[("Projects", reverse("project_list")), (project.name, project_url)],
+    )
+
+
+@login_required
+def experiment_edit(request: HttpRequest, experiment_pk: int) -> HttpResponse:
+    experiment = experiment_for_user(user=request.user, pk=experiment_pk)
+    project = experiment.project
+    # A copy, so that a form with errors does not rename the run in the page's own heading.
+    form = ExperimentForm(
+        request.POST or None,
+        instance=copy.copy(experiment),
+        project=project,
+        models=models_visible_to(user=request.user),
+    )
+    if request.method == "POST" and form.is_valid():
+        experiment = services.experiment_update(experiment=experiment, **form.cleaned_data)
+        messages.success(request, f"Experiment “{experiment.name}” saved.")
+        return redirect_after_save(request, reverse("experiment_detail", args=[experiment.pk]))
+    experiment_url = reverse("experiment_detail", args=[experiment.pk])
+    return form_page(
+        request,
+        form=form,
+        title=f"Edit {experiment.name}",
+        submit_label="Save experiment",
+        cancel_url=experiment_url,
+        breadcrumbs=[
+            ("Projects", reverse("project_list")),
+            (project.name, reverse("project_detail", args=[project.slug])),
+            (experiment.name, experiment_url),
+        ],
+    )

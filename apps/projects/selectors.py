@@ -1,0 +1,111 @@
+from dataclasses import dataclass
+from datetime import date
+
+from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce, TruncMonth
+
+from apps.accounts.selectors import projects_visible_to
+from apps.deployments.models import Deployment, Model
+from apps.experiments.models import Experiment
+
+from .models import Project
+
+# The columns the project list sorts by: ?sort=<key> or ?sort=-<key>.
+PROJECT_SORTS = {
+    "name": "name",
+    "team": "team__name",
+    "budget": "monthly_budget",
+    "experiments": "experiment_count",
+    "running": "running_count",
+    "models": "model_count",
+    "deployments": "deployment_count",
+}
+
+
+def _count(queryset: QuerySet) -> Coalesce:
+    """A correlated COUNT per project: one subquery each keeps several counts from multiplying
+    one another, as joins would."""
+    counted = (
+        queryset.filter(project=OuterRef("pk"))
+        .order_by()
+        .values("project")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def project_list(*, user, sort: str = "name") -> QuerySet[Project]:
+    """The projects the user may see, with the counts the list shows, sorted by a known column
+    (an unknown one sorts by name)."""
+    key = sort.removeprefix("-")
+    order = PROJECT_SORTS.get(key, "name")
+    if sort.startswith("-") and key in PROJECT_SORTS:
+        order = f"-{order}"
+    return (
+        projects_visible_to(user=user)
+        .select_related("team")
+        .annotate(
+            experiment_count=_count(Experiment.objects.all()),
+            running_count=_count(Experiment.objects.filter(status=Experiment.Status.RUNNING)),
+            model_count=_count(Model.objects.all()),
+            deployment_count=_count(Deployment.objects.all()),
+        )
+        .order_by(order, "name")
+    )
+
+
+def project_experiments(*, project: Project) -> QuerySet[Experiment]:
+    """Newest first; runs not started yet (planned) lead, as they are what comes next."""
+    return (
+        project.experiments.select_related("model")
+        .annotate(resource_count=Count("resources"))
+        .order_by(F("started_at").desc(nulls_first=True), "-pk")
+    )
+
+
+def project_models(*, project: Project) -> QuerySet[Model]:
+    return project.models.annotate(
+        experiment_count=_count_by(Experiment, "model"),
+        deployment_count=_count_by(Deployment, "model"),
+    ).order_by("name")
+
+
+def _count_by(model, field: str) -> Coalesce:
+    counted = (
+        model.objects.filter(**{field: OuterRef("pk")})
+        .order_by()
+        .values(field)
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def project_deployments(*, project: Project) -> QuerySet[Deployment]:
+    return project.deployments.select_related("model").order_by("name")
+
+
+@dataclass(frozen=True)
+class MonthStatusCount:
+    month: date
+    status: str
+    count: int
+
+
+def project_experiments_by_month(*, project: Project) -> list[MonthStatusCount]:
+    """How many runs started each month (in the organisation's time zone), by status.
+
+    Runs without a start (planned ones, mostly) have no month and are left out.
+    """
+    rows = (
+        project.experiments.filter(started_at__isnull=False)
+        .annotate(month=TruncMonth("started_at"))
+        .values("month", "status")
+        .annotate(count=Count("pk"))
+        .order_by("month", "status")
+    )
+    return [
+        MonthStatusCount(month=row["month"].date(), status=row["status"], count=row["count"])
+        for row in rows
+    ]

@@ -1,0 +1,59 @@
+import pytest
+from django.urls import reverse
+
+from tests.factories import (
+    DeploymentFactory,
+    DeploymentResourceFactory,
+    ExperimentFactory,
+    ModelFactory,
+    ProjectFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_model_page_lists_the_runs_that_produce_it_and_the_deployments_that_serve_it(
+    member_client, project
+):
+    model = ModelFactory(project=project, name="ranker-v2")
+    ExperimentFactory(project=project, model=model, name="ranker-v2-train")
+    ExperimentFactory(project=project, name="unrelated-run")
+    DeploymentFactory(project=project, model=model, name="ranker-prod")
+    response = member_client.get(reverse("model_detail", args=[model.pk]))
+    assert [e.name for e in response.context["experiments"]] == ["ranker-v2-train"]
+    assert [d.name for d in response.context["deployments"]] == ["ranker-prod"]
+    page = response.content.decode()
+    assert "ranker-v2-train" in page and "ranker-prod" in page and "unrelated-run" not in page
+
+
+def test_the_model_page_hides_runs_and_deployments_of_projects_the_viewer_cannot_see(
+    member_client, project, other_team
+):
+    model = ModelFactory(project=project)
+    hidden_project = ProjectFactory(team=other_team)
+    ExperimentFactory(project=hidden_project, model=model, name="their-finetune")
+    DeploymentFactory(project=hidden_project, model=model, name="their-serving")
+    page = member_client.get(reverse("model_detail", args=[model.pk])).content.decode()
+    assert "their-finetune" not in page and "their-serving" not in page
+    assert "No experiments produce this model yet:" in page
+    assert "Nothing serves this model yet:" in page
+
+
+def test_the_deployment_page_shows_serving_hardware_and_resources(member_client, project):
+    deployment = DeploymentFactory(
+        project=project,
+        name="ranker-prod",
+        replicas=0,
+        latency_objective_ms=250,
+        data_residency=True,
+        gpu_count=1,
+        gpu_type="L4",
+    )
+    DeploymentResourceFactory(deployment=deployment, resource_id="ep-ranker")
+    page = member_client.get(reverse("deployment_detail", args=[deployment.pk])).content.decode()
+    assert "(scaled to zero)" in page
+    assert "p95 ≤ 250 ms" in page
+    assert "applies: data stays on our own infrastructure" in page
+    assert "1 × L4" in page
+    assert "<code>ep-ranker</code>" in page
+    assert f'<a href="{reverse("model_detail", args=[deployment.model.pk])}">' in page

@@ -1,0 +1,306 @@
+"""seed_demo: the demo organisation's exact shape, its logins, and that a second run is harmless."""
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from datetime import timedelta
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import authenticate, get_user_model
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from apps.accounts.demo import DEMO_HISTORY_DAYS, DEMO_ORGANIZATION_NAME
+from apps.accounts.models import Membership, Organization, Team
+from apps.deployments.models import Deployment, DeploymentResource, Model
+from apps.experiments.models import Experiment, ExperimentResource
+from apps.projects.models import Project, TagKeyAlias
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.django_db
+
+
+def seed(*args: str) -> str:
+    out = StringIO()
+    call_command("seed_demo", *args, stdout=out)
+    return out.getvalue()
+
+
+def printed_logins(output: str) -> list[tuple[str, str, str, str]]:
+    """(role, team, username, password) for each login line the command printed."""
+    lines = output.split("Demo logins (role, team, username, password):\n", 1)[1].splitlines()
+    return [tuple(line.split()) for line in lines if line.strip()]
+
+
+def shape() -> dict:
+    return {
+        "teams": sorted(Team.objects.values_list("slug", flat=True)),
+        "roles": Counter(Membership.objects.values_list("role", flat=True)),
+        "staff": get_user_model().objects.filter(is_staff=True).count(),
+        "users": get_user_model().objects.count(),
+        "projects": Project.objects.count(),
+        "experiments": Experiment.objects.count(),
+        "status": Counter(Experiment.objects.values_list("status", flat=True)),
+        "kind": Counter(Experiment.objects.values_list("kind", flat=True)),
+        "models": Model.objects.count(),
+        "deployments": Counter(Deployment.objects.values_list("serving_pattern", flat=True)),
+        "experiment_resources": ExperimentResource.objects.count(),
+        "deployment_resources": DeploymentResource.objects.count(),
+    }
+
+
+def test_small_demo_has_two_teams_each_with_a_lead_and_a_member_and_one_staff_admin():
+    seed("--small")
+
+    result = shape()
+    assert result["teams"] == ["language", "vision"]
+    assert result["roles"] == {"lead": 2, "member": 2}
+    assert result["staff"] == 1
+    assert result["users"] == 5
+    org = Organization.get()
+    assert (org.name, org.currency, org.time_zone) == (
+        DEMO_ORGANIZATION_NAME,
+        "USD",
+        "America/New_York",
+    )
+
+
+def test_small_demo_has_exactly_the_runs_models_and_deployments_of_its_catalogue():
+    seed("--small")
+
+    result = shape()
+    assert result["projects"] == 4
+    assert result["experiments"] == 15
+    assert result["status"] == {
+        "succeeded": 7,
+        "failed": 3,
+        "stopped": 2,
+        "running": 2,
+        "planned": 1,
+    }
+    assert result["kind"] == {"training": 5, "fine_tuning": 4, "evaluation": 4, "notebook": 2}
+    assert result["models"] == 4
+    assert result["deployments"] == {"realtime": 2, "batch": 1}
+    # Every run but the planned one has machines, one spot run two (it was interrupted), and the
+    # evaluation runs queue on one shared box.
+    assert result["experiment_resources"] == 15
+    assert ExperimentResource.objects.values("resource_id").distinct().count() == 13
+    assert result["deployment_resources"] == 2 + 1 + 2  # one instance per replica
+
+
+def test_full_demo_covers_every_status_and_kind_with_a_dozen_projects():
+    seed()
+
+    result = shape()
+    assert result["teams"] == ["language", "platform", "recommendations", "vision"]
+    assert result["roles"] == {"lead": 4, "member": 4}
+    assert result["users"] == 9
+    assert result["projects"] == 12
+    assert result["experiments"] == 103
+    assert result["status"] == {
+        "succeeded": 56,
+        "failed": 17,
+        "stopped": 14,
+        "running": 12,
+        "planned": 4,
+    }
+    assert result["kind"] == {"training": 43, "fine_tuning": 19, "evaluation": 25, "notebook": 16}
+    assert result["models"] == 12
+    assert result["deployments"] == {"realtime": 4, "batch": 3}
+    assert Deployment.objects.filter(data_residency=True).count() == 1
+    assert Deployment.objects.filter(is_fine_tuned=True).count() == 2
+    assert Experiment.objects.filter(is_spot=True).count() == 14
+    assert Project.objects.filter(monthly_budget__isnull=True).count() == 1
+
+
+def test_run_times_agree_with_their_status_and_lie_in_the_last_three_months():
+    seed()
+    now = timezone.now()
+    oldest = now - timedelta(days=DEMO_HISTORY_DAYS)
+
+    planned = Experiment.objects.filter(status="planned")
+    assert not planned.exclude(started_at=None, ended_at=None).exists()
+    assert not ExperimentResource.objects.filter(experiment__status="planned").exists()
+    running = Experiment.objects.filter(status="running")
+    assert not running.exclude(ended_at=None).exists()
+    assert not running.filter(started_at__gt=now).exists()
+    ended = Experiment.objects.filter(status__in=["succeeded", "failed", "stopped"])
+    assert not ended.filter(started_at=None).exists()
+    assert not ended.filter(ended_at__gt=now).exists()
+    assert not Experiment.objects.filter(started_at__lt=oldest).exists()
+    # A resource without a window of its own was used for its run's whole window.
+    assert ExperimentResource.objects.exclude(started_at=None).count() == 6
+    for resource in ExperimentResource.objects.exclude(started_at=None).select_related(
+        "experiment"
+    ):
+        run = resource.experiment
+        assert run.started_at <= resource.started_at < resource.ended_at <= run.ended_at
+
+
+def test_a_spot_run_resumed_after_an_interruption_ran_on_two_instances_one_after_the_other():
+    seed("--small")
+
+    run = Experiment.objects.get(name="vit-b16-baseline")
+    first, second = run.resources.order_by("started_at")
+    assert run.is_spot and run.status == "succeeded"
+    assert first.resource_id != second.resource_id
+    assert (first.started_at, first.ended_at, second.started_at, second.ended_at) == (
+        run.started_at,
+        second.started_at,
+        first.ended_at,
+        run.ended_at,
+    )
+
+
+def test_resource_ids_look_like_the_clouds_own():
+    seed()
+
+    ids = list(ExperimentResource.objects.values_list("resource_id", flat=True)) + list(
+        DeploymentResource.objects.values_list("resource_id", flat=True)
+    )
+    aws = [i for i in ids if i.startswith("i-")]
+    gcp = [i for i in ids if i.startswith("//compute.googleapis.com/projects/northwind-ml/zones/")]
+    assert len(aws) + len(gcp) == len(ids)
+    assert all(len(i) == 19 and int(i[2:], 16) >= 0 for i in aws)
+    assert len(gcp) == 10
+    run = Experiment.objects.get(name="nw-1b3-pretrain-main")
+    assert (run.instance_type, run.gpu_type, run.gpu_count) == ("p5.48xlarge", "H100-80GB", 32)
+    assert run.resources.count() == 4  # four nodes, one instance each
+
+
+def test_every_run_of_a_model_family_is_linked_to_the_model_it_produces():
+    seed("--small")
+
+    model = Model.objects.get(name="defect-vit")
+    assert sorted(model.experiments.values_list("name", flat=True)) == [
+        "vit-b16-baseline",
+        "vit-b16-lr3e-4",
+        "vit-b16-mixup",
+    ]
+    assert list(model.deployments.values_list("name", flat=True)) == ["defect-vit-edge"]
+
+
+def test_tag_key_aliases_are_the_ones_the_company_already_uses():
+    seed("--small")
+
+    assert sorted(TagKeyAlias.objects.values_list("dimension", "key")) == [
+        ("deployment", "deployment"),
+        ("deployment", "service"),
+        ("experiment", "experiment"),
+        ("experiment", "run-id"),
+        ("project", "ml-project"),
+        ("project", "project"),
+        ("project", "user:project"),
+    ]
+
+
+def test_printed_logins_authenticate_and_have_the_printed_role():
+    output = seed("--small")
+
+    logins = printed_logins(output)
+    assert [(role, team, username) for role, team, username, _ in logins] == [
+        ("staff", "-", "admin"),
+        ("lead", "Vision", "vision-lead"),
+        ("member", "Vision", "vision-member"),
+        ("lead", "Language", "language-lead"),
+        ("member", "Language", "language-member"),
+    ]
+    for role, team, username, password in logins:
+        user = authenticate(username=username, password=password)
+        assert user is not None, f"{username} / {password} did not authenticate"
+        if role == "staff":
+            assert user.is_staff and user.is_superuser
+        else:
+            assert not user.is_staff
+            assert list(user.memberships.values_list("team__name", "role")) == [(team, role)]
+
+
+def test_running_it_again_changes_nothing_and_prints_the_same_logins():
+    first = seed("--small")
+    before = shape()
+
+    second = seed("--small")
+    third = seed()  # the full demo asked for on top of the small one: still nothing changes
+
+    assert shape() == before
+    assert "Created the demo organisation Northwind Robotics." in first
+    expected = "The demo organisation Northwind Robotics already exists; nothing was changed."
+    assert expected in second
+    assert expected in third
+    assert printed_logins(second) == printed_logins(first) == printed_logins(third)
+
+
+def test_the_same_seed_lays_out_the_same_organisation():
+    def layout():
+        return sorted(
+            Experiment.objects.values_list(
+                "project__slug", "name", "external_id", "status", "resources__resource_id"
+            )
+        )
+
+    seed("--small")
+    first = layout()
+    Project.objects.all().delete()
+    Team.objects.all().delete()
+    get_user_model().objects.all().delete()
+    Organization.objects.all().delete()
+
+    seed("--small")
+
+    assert layout() == first
+
+
+def test_it_refuses_a_database_that_holds_another_organisation():
+    Team.objects.create(name="Research", slug="research")
+
+    with pytest.raises(CommandError) as error:
+        seed("--small")
+
+    assert str(error.value) == (
+        "This database already holds an organisation (1 teams, 0 projects); "
+        "seed_demo only fills an empty database."
+    )
+    assert Project.objects.count() == 0
+    assert get_user_model().objects.count() == 0
+
+
+@pytest.mark.django_db(databases=[])
+def test_the_demo_runs_on_sqlite_without_postgresql_or_redis(tmp_path):
+    """What `bash scripts/demo` does before it serves: migrate a SQLite file and seed it, twice."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DATABASE_", "CELERY_", "DJANGO_", "EMAIL_"))
+    }
+    # A broker nobody listens on: the demo must not need one.
+    env |= {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        "CELERY_BROKER_URL": "redis://127.0.0.1:9/0",
+        "COSTSITE_DATA_DIR": str(tmp_path),
+    }
+
+    def manage(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    manage("migrate", "--no-input", "-v", "0")
+    assert "Created the demo organisation" in manage("seed_demo")
+    assert "already exists" in manage("seed_demo")
+    probe = (
+        "from django.test import Client; c = Client(); "
+        "print(c.get('/health/').status_code, c.get('/login/').status_code, "
+        "c.post('/login/', {'username': 'vision-lead', 'password': 'costsite-demo'}).status_code)"
+    )
+    assert manage("shell", "-v", "0", "-c", probe).split() == ["200", "200", "302"]

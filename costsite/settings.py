@@ -42,11 +42,14 @@ INSTALLED_APPS = [
     "template_partials",
     "django_celery_beat",
     "csp",
+    # django-ninja (the REST API): listed so its docs page uses its own static files, not a CDN.
+    "ninja",
     "apps.accounts",
     "apps.projects",
     "apps.experiments",
     "apps.deployments",
     "apps.billing",
+    "apps.gpu",
 ]
 
 MIDDLEWARE = [

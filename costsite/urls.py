@@ -12,4 +12,8 @@ urlpatterns = [
     path("", include("apps.projects.urls")),
     path("", include("apps.experiments.urls")),
     path("", include("apps.deployments.urls")),
+    path("", include("apps.accounts.urls")),
+    path("", include("apps.api.urls")),
+    path("", include("apps.gpu.urls")),
+    path("", include("apps.billing.urls")),
 ]

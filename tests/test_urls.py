@@ -7,8 +7,12 @@ kwarg SAMPLES does not know fails with a message saying what to add; a new kind 
 a cached property on OtherTeam and a line in SAMPLES.
 
 Conventions the map relies on: `slug` is a project's slug; `<thing>_pk` is the primary key of a
-thing. Kwargs of objects that belong to no team (Django admin's, staff-only settings) are marked
-`team_scoped=False`: for those only the login rule is checked.
+thing; `external_id` is the id a script registered an experiment, model or deployment under (the
+other team's three share one). Kwargs of objects that belong to no team (Django admin's, staff-only
+settings) are marked `team_scoped=False`: for those only the login rule is checked.
+
+The REST API (namespace `api`) answers a missing token with 401, not a redirect to the login page,
+and is checked with tokens: the tests at the end.
 """
 
 from collections.abc import Callable
@@ -18,14 +22,21 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
+from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from apps.accounts.models import Membership
+from apps.accounts.services import api_token_create
+from apps.gpu.models import Gpu, HostMapping
 from tests.factories import (
     DeploymentFactory,
     ExperimentFactory,
+    ExperimentResourceFactory,
+    MembershipFactory,
     ModelFactory,
     ProjectFactory,
     TeamFactory,
+    UserFactory,
 )
 
 # Reachable without logging in, by design.
@@ -45,15 +56,49 @@ class OtherTeam:
 
     @cached_property
     def model(self):
-        return ModelFactory(project=self.project, name="hidden-model")
+        return ModelFactory(project=self.project, name="hidden-model", external_id="hidden")
 
     @cached_property
     def experiment(self):
-        return ExperimentFactory(project=self.project, model=self.model, name="hidden-run")
+        return ExperimentFactory(
+            project=self.project, model=self.model, name="hidden-run", external_id="hidden"
+        )
 
     @cached_property
     def deployment(self):
-        return DeploymentFactory(project=self.project, model=self.model, name="hidden-serving")
+        return DeploymentFactory(
+            project=self.project, model=self.model, name="hidden-serving", external_id="hidden"
+        )
+
+    @cached_property
+    def instance_id(self) -> str:
+        """An instance the team's run registered: GPUs on it, and mappings to it, are the team's."""
+        return ExperimentResourceFactory(
+            experiment=self.experiment, resource_id="i-0hidden"
+        ).resource_id
+
+    @cached_property
+    def gpu(self):
+        return Gpu.objects.create(uuid="GPU-hidden", host=self.instance_id)
+
+    @cached_property
+    def host_mapping(self):
+        return HostMapping.objects.create(host="hidden-node", resource_id=self.instance_id)
+
+    @cached_property
+    def external_id(self) -> str:
+        """The external id the team's experiment, model and deployment were all registered as."""
+        ids = {self.experiment.external_id, self.deployment.external_id, self.model.external_id}
+        assert len(ids) == 1
+        return ids.pop()
+
+    @cached_property
+    def token(self):
+        """An API token of one of the team's members."""
+        member = MembershipFactory(
+            team=self.team, user=UserFactory(username="hidden-member"), role=Membership.Role.MEMBER
+        ).user
+        return api_token_create(user=member, name="hidden token").token
 
 
 @dataclass(frozen=True)
@@ -67,6 +112,15 @@ SAMPLES: dict[str, Sample] = {
     "experiment_pk": Sample(lambda other: other.experiment.pk),
     "model_pk": Sample(lambda other: other.model.pk),
     "deployment_pk": Sample(lambda other: other.deployment.pk),
+    "external_id": Sample(lambda other: other.external_id),
+    # A token belongs to a user, not a team; the user is in the other team.
+    "token_pk": Sample(lambda other: other.token.pk),
+    "gpu_pk": Sample(lambda other: other.gpu.pk),
+    "mapping_pk": Sample(lambda other: other.host_mapping.pk),
+    # GPU metric sources are the installation's, staff's to change: they belong to no team.
+    "source_pk": Sample(lambda other: 1, team_scoped=False),
+    # A GPU host in the API's host mappings: they belong to no team.
+    "host": Sample(lambda other: "gpu-node-7", team_scoped=False),
     # Django admin's own URLs: staff only, and admin answers everybody else itself.
     "app_label": Sample(lambda other: "projects", team_scoped=False),
     "object_id": Sample(lambda other: "1", team_scoped=False),
@@ -87,6 +141,11 @@ class Route:
     @property
     def team_scoped(self) -> bool:
         return any(SAMPLES[kwarg].team_scoped for kwarg in self.kwargs)
+
+    @property
+    def is_api_endpoint(self) -> bool:
+        """An operation of the REST API (its schema and docs are pages like the others)."""
+        return self.name.startswith("api:") and self.name not in API_PAGES
 
     def url(self, other: OtherTeam) -> str:
         kwargs = {kwarg: SAMPLES[kwarg].value(other) for kwarg in self.kwargs}
@@ -134,9 +193,18 @@ def _routes() -> tuple[list[Route], list[str]]:
     return routes, problems
 
 
+# The REST API's schema and browsable docs: pages behind the login like the rest of the site.
+API_PAGES = {"api:openapi-json", "api:openapi-view"}
+# django-ninja's root route, there only so that its URL can be reversed: a 404 for everybody.
+API_PLACEHOLDERS = {"api:api-root"}
+
 ROUTES, PROBLEMS = _routes()
-GUARDED = [route for route in ROUTES if route.name not in PUBLIC]
-OBJECT_ROUTES = [route for route in ROUTES if route.team_scoped]
+ROUTES = [route for route in ROUTES if route.name not in API_PLACEHOLDERS]
+PAGES = [route for route in ROUTES if not route.is_api_endpoint]
+API_ENDPOINTS = [route for route in ROUTES if route.is_api_endpoint]
+GUARDED = [route for route in PAGES if route.name not in PUBLIC]
+OBJECT_ROUTES = [route for route in PAGES if route.team_scoped]
+API_OBJECT_ROUTES = [route for route in API_ENDPOINTS if route.team_scoped]
 
 
 def test_every_url_pattern_can_be_checked():
@@ -161,11 +229,18 @@ def test_the_walk_finds_the_pages_of_this_issue():
         "deployment_create",
         "deployment_detail",
         "deployment_edit",
+        "token_list",
+        "token_revoke",
+        "api:openapi-json",
+        "api:openapi-view",
+        "api:experiment_put",
+        "api:deployment_traffic_post",
         "admin:index",
         "login",
         "health",
     } <= names
-    assert len(OBJECT_ROUTES) >= 11
+    assert len(OBJECT_ROUTES) >= 12
+    assert len(API_OBJECT_ROUTES) >= 10
 
 
 @pytest.mark.django_db
@@ -207,3 +282,29 @@ def test_a_logged_in_user_who_is_not_staff_is_sent_to_the_admin_login(member_cli
     response = member_client.get(reverse("admin:index"))
     assert response.status_code == 302
     assert urlsplit(response["Location"]).path == reverse("admin:login")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("route", API_ENDPOINTS, ids=str)
+def test_every_api_endpoint_answers_401_without_a_token(client, route):
+    url = route.url(OtherTeam())
+    response = client.get(url)
+    assert response.status_code == 401, f"{route}: GET {url} without a token answered {response}"
+    assert response["WWW-Authenticate"] == 'Bearer realm="costsite"'
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("route", API_OBJECT_ROUTES, ids=str)
+def test_an_outsiders_token_gets_404_on_every_api_object_url_of_another_team(
+    outsider, staff, route
+):
+    url = route.url(OtherTeam())
+    outsider_token = api_token_create(user=outsider, name="outsider").secret
+    staff_token = api_token_create(user=staff, name="staff").secret
+    # Every API path answers GET; the writes at the same paths go through the same look-up.
+    response = Client().get(url, headers={"Authorization": f"Bearer {outsider_token}"})
+    assert response.status_code == 404, (
+        f"{route}: the outsider's GET {url} answered {response.status_code}, not 404"
+    )
+    allowed = Client().get(url, headers={"Authorization": f"Bearer {staff_token}"})
+    assert allowed.status_code == 200, f"{route}: staff's GET {url} answered {allowed.status_code}"

@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 
-from .models import Membership, Organization, Team
+from . import services
+from .models import ApiToken, Membership, Organization, Team
 
 
 @admin.register(Organization)
@@ -80,3 +81,26 @@ class CostsiteUserAdmin(UserAdmin):
 
     inlines = [UserMembershipInline]
     list_filter = [*UserAdmin.list_filter, "memberships__role", "memberships__team"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Staff see every token and revoke a leaked one; secrets are never stored, so none is shown,
+    and tokens are created by their owners on the settings page."""
+
+    list_display = ["name", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "prefix", "user__username"]
+    list_select_related = ["user"]
+    fields = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = fields
+    actions = ["revoke"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset) -> None:
+        for token in queryset:
+            services.api_token_revoke(token=token)
+        self.message_user(request, f"{len(queryset)} token(s) revoked.")

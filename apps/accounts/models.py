@@ -1,3 +1,4 @@
+import hashlib
 from decimal import Decimal
 
 from django.conf import settings
@@ -70,3 +71,47 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team} ({self.role})"
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def active(self) -> "ApiTokenQuerySet":
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiToken(models.Model):
+    """A secret a training script or serving stack sends as `Authorization: Bearer <token>`.
+
+    Only the SHA-256 of the secret is stored: the secret is 256 random bits, so a slow, salted
+    password hash would add cost to every API call and no safety. The first characters are kept in
+    clear so that a person can tell their tokens apart.
+    """
+
+    SCHEME = "cs_"
+    PREFIX_LENGTH = 10  # "cs_" and the first seven characters of the random part
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, help_text="What uses it, e.g. “training cluster”.")
+    prefix = models.CharField(max_length=PREFIX_LENGTH)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    @staticmethod
+    def hash_secret(secret: str) -> str:
+        return hashlib.sha256(secret.encode()).hexdigest()

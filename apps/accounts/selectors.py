@@ -18,7 +18,7 @@ from apps.deployments.models import Deployment, Model
 from apps.experiments.models import Experiment
 from apps.projects.models import Project
 
-from .models import Membership, Team
+from .models import ApiToken, Membership, Team
 
 
 def projects_visible_to(*, user) -> QuerySet[Project]:
@@ -95,3 +95,62 @@ def experiments_visible_to(*, user) -> QuerySet[Experiment]:
 
 def deployments_visible_to(*, user) -> QuerySet[Deployment]:
     return Deployment.objects.filter(project__in=projects_visible_to(user=user))
+
+
+def api_tokens_of(*, user) -> QuerySet[ApiToken]:
+    return ApiToken.objects.filter(user=user).order_by("revoked_at", "-created_at", "-pk")
+
+
+def api_token_for_user(*, user, pk: int) -> ApiToken:
+    """The user's own token (staff: anybody's, to revoke a leaked one); else 404."""
+    tokens = ApiToken.objects.all() if user.is_staff else ApiToken.objects.filter(user=user)
+    try:
+        return tokens.get(pk=pk)
+    except ApiToken.DoesNotExist:
+        raise Http404("No such token.") from None
+
+
+def api_token_for_secret(*, secret: str) -> ApiToken | None:
+    """The token with this secret, revoked or not (the caller tells which), with its user."""
+    return (
+        ApiToken.objects.select_related("user")
+        .filter(key_hash=ApiToken.hash_secret(secret))
+        .first()
+    )
+
+
+# The API names what a script registered by its project and external id, not by primary key.
+
+
+def external_experiment_for_user(*, user, slug: str, external_id: str) -> Experiment:
+    project = project_for_user(user=user, slug=slug)
+    try:
+        return Experiment.objects.select_related("project", "model__project").get(
+            project=project, external_id=external_id
+        )
+    except Experiment.DoesNotExist:
+        raise Http404(
+            f"No experiment with the external id “{external_id}” in the project “{slug}”."
+        ) from None
+
+
+def external_model_for_user(*, user, slug: str, external_id: str) -> Model:
+    project = project_for_user(user=user, slug=slug)
+    try:
+        return Model.objects.select_related("project").get(project=project, external_id=external_id)
+    except Model.DoesNotExist:
+        raise Http404(
+            f"No model with the external id “{external_id}” in the project “{slug}”."
+        ) from None
+
+
+def external_deployment_for_user(*, user, slug: str, external_id: str) -> Deployment:
+    project = project_for_user(user=user, slug=slug)
+    try:
+        return Deployment.objects.select_related("project", "model__project").get(
+            project=project, external_id=external_id
+        )
+    except Deployment.DoesNotExist:
+        raise Http404(
+            f"No deployment with the external id “{external_id}” in the project “{slug}”."
+        ) from None

@@ -81,3 +81,37 @@ class DeploymentResource(ResourceUse):
                 name="deploymentresource_unique",
             )
         ]
+
+
+class TrafficHour(models.Model):
+    """What one deployment served in one UTC hour, as its serving stack reports it.
+
+    One row per deployment and hour: an hour reported again replaces the earlier figures.
+    """
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="traffic")
+    hour = models.DateTimeField(help_text="The start of the UTC hour.")
+    requests = models.PositiveBigIntegerField()
+    duplicate_requests = models.PositiveBigIntegerField(
+        default=0, help_text="Requests identical to an earlier one: what a cache would have saved."
+    )
+    tokens_in = models.PositiveBigIntegerField(default=0)
+    tokens_out = models.PositiveBigIntegerField(default=0)
+    latency_p50_ms = models.FloatField(null=True, blank=True)
+    latency_p95_ms = models.FloatField(null=True, blank=True)
+    latency_p99_ms = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["deployment", "hour"]
+        constraints = [
+            # Also the index of the deployment page's query: one deployment's hours in order.
+            models.UniqueConstraint(fields=["deployment", "hour"], name="traffichour_unique_hour"),
+            models.CheckConstraint(
+                condition=Q(duplicate_requests__lte=models.F("requests")),
+                name="traffichour_duplicates_within_requests",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.deployment} {self.hour:%Y-%m-%d %H}:00"

@@ -1,4 +1,8 @@
-from django.db.models import QuerySet
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import Max, QuerySet
 
 from apps.accounts.selectors import (
     deployments_visible_to,
@@ -7,7 +11,7 @@ from apps.accounts.selectors import (
 )
 from apps.experiments.models import Experiment
 
-from .models import Deployment, DeploymentResource, Model
+from .models import Deployment, DeploymentResource, Model, TrafficHour
 
 
 def model_experiments(*, model: Model, user) -> QuerySet[Experiment]:
@@ -38,3 +42,60 @@ def deployment_resources(*, deployment: Deployment) -> QuerySet[DeploymentResour
 def deployment_model_for_user(*, deployment: Deployment, user) -> Model | None:
     """The served model, if the user may see it (it may belong to another team's project)."""
     return models_visible_to(user=user).filter(pk=deployment.model_id).first()
+
+
+# The deployment page shows the last two weeks of reported traffic, counted back from the latest
+# reported hour (a deployment that stopped reporting still shows what it last served).
+TRAFFIC_PAGE_DAYS = 14
+
+
+def deployment_traffic(*, deployment: Deployment, start: datetime, end: datetime) -> QuerySet:
+    """The hours in [start, end), in order."""
+    return deployment.traffic.filter(hour__gte=start, hour__lt=end).order_by("hour")
+
+
+@dataclass(frozen=True)
+class TrafficSummary:
+    hours: list[TrafficHour]
+    requests: int
+    duplicate_requests: int
+    tokens_in: int
+    tokens_out: int
+    hours_over_objective: int | None  # None: no latency objective to compare with
+
+    @property
+    def duplicate_share(self) -> Decimal | None:
+        """The share of requests a cache of repeated requests would have answered."""
+        if not self.requests:
+            return None
+        return Decimal(self.duplicate_requests) / Decimal(self.requests)
+
+
+def deployment_recent_traffic(
+    *, deployment: Deployment, days: int = TRAFFIC_PAGE_DAYS
+) -> TrafficSummary | None:
+    latest = deployment.traffic.aggregate(latest=Max("hour"))["latest"]
+    if latest is None:
+        return None
+    hours = list(
+        deployment_traffic(
+            deployment=deployment,
+            start=latest - timedelta(days=days) + timedelta(hours=1),
+            end=latest + timedelta(hours=1),
+        )
+    )
+    objective = deployment.latency_objective_ms
+    return TrafficSummary(
+        hours=hours,
+        requests=sum(hour.requests for hour in hours),
+        duplicate_requests=sum(hour.duplicate_requests for hour in hours),
+        tokens_in=sum(hour.tokens_in for hour in hours),
+        tokens_out=sum(hour.tokens_out for hour in hours),
+        hours_over_objective=None
+        if objective is None
+        else sum(
+            1
+            for hour in hours
+            if hour.latency_p95_ms is not None and hour.latency_p95_ms > objective
+        ),
+    )

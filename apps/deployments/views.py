@@ -15,6 +15,7 @@ from apps.accounts.selectors import (
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
+from .charts import traffic_chart
 from .forms import DeploymentForm, MLModelForm
 
 
@@ -82,6 +83,7 @@ def model_edit(request: HttpRequest, model_pk: int) -> HttpResponse:
 @login_required
 def deployment_detail(request: HttpRequest, deployment_pk: int) -> HttpResponse:
     deployment = deployment_for_user(user=request.user, pk=deployment_pk)
+    traffic = selectors.deployment_recent_traffic(deployment=deployment)
     return render(
         request,
         "deployments/deployment_detail.html",
@@ -90,6 +92,9 @@ def deployment_detail(request: HttpRequest, deployment_pk: int) -> HttpResponse:
             "project": deployment.project,
             "model": selectors.deployment_model_for_user(deployment=deployment, user=request.user),
             "resources": selectors.deployment_resources(deployment=deployment),
+            "traffic": traffic,
+            "traffic_chart": traffic_chart(deployment=deployment, traffic=traffic),
+            "traffic_days": selectors.TRAFFIC_PAGE_DAYS,
         },
     )
 

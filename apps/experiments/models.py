@@ -84,6 +84,14 @@ class Experiment(Hardware):
         return self.status == self.Status.RUNNING
 
     @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    def next_statuses(self) -> list[str]:
+        """The statuses a script may move this run to (a person on the edit page may set any)."""
+        return [status for status in self.Status.values if status in TRANSITIONS[self.status]]
+
+    @property
     def workload(self) -> str:
         """The workload this run's spend counts as (DESIGN.md)."""
         return {
@@ -102,3 +110,56 @@ class ExperimentResource(ResourceUse):
                 name="experimentresource_unique",
             )
         ]
+
+
+# How a registered run's status may move when a script reports it. Succeeded and failed are final:
+# a retry is a new run with its own external id, so a failed run's cost stays counted as waste.
+# Stopped may resume, as a preempted spot run restarts from its checkpoint.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    Experiment.Status.PLANNED: frozenset(
+        {
+            Experiment.Status.RUNNING,
+            Experiment.Status.SUCCEEDED,
+            Experiment.Status.FAILED,
+            Experiment.Status.STOPPED,
+        }
+    ),
+    Experiment.Status.RUNNING: frozenset(
+        {Experiment.Status.SUCCEEDED, Experiment.Status.FAILED, Experiment.Status.STOPPED}
+    ),
+    Experiment.Status.STOPPED: frozenset({Experiment.Status.RUNNING}),
+    Experiment.Status.SUCCEEDED: frozenset(),
+    Experiment.Status.FAILED: frozenset(),
+}
+FINISHED_STATUSES = frozenset(
+    {Experiment.Status.SUCCEEDED, Experiment.Status.FAILED, Experiment.Status.STOPPED}
+)
+
+
+class MetricPoint(models.Model):
+    """One value of one metric of a run at one training step (the loss at step 1200).
+
+    A step sent again overwrites its value: a script that retries a batch never duplicates it.
+    """
+
+    experiment = models.ForeignKey(
+        Experiment, on_delete=models.CASCADE, related_name="metric_points"
+    )
+    name = models.CharField(max_length=100)
+    step = models.PositiveBigIntegerField()
+    value = models.FloatField()
+    recorded_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the script measured it, if it said."
+    )
+
+    class Meta:
+        ordering = ["experiment", "name", "step"]
+        constraints = [
+            # Also the index of the experiment page's query: one run's series in step order.
+            models.UniqueConstraint(
+                fields=["experiment", "name", "step"], name="metricpoint_unique_step"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.step}={self.value}"

@@ -10,6 +10,7 @@ from apps.accounts.selectors import experiment_for_user, models_visible_to, proj
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
+from .charts import metrics_chart
 from .forms import ExperimentForm
 
 
@@ -24,6 +25,9 @@ def experiment_detail(request: HttpRequest, experiment_pk: int) -> HttpResponse:
             "project": experiment.project,
             "model": selectors.experiment_model_for_user(experiment=experiment, user=request.user),
             "resources": selectors.experiment_resources(experiment=experiment),
+            "metrics_chart": metrics_chart(
+                series=selectors.experiment_metric_series(experiment=experiment)
+            ),
         },
     )
 

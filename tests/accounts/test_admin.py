@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from apps.accounts.models import Membership, Organization
+from apps.accounts.services import api_token_create
 from tests.factories import (
     AllocationRuleFactory,
     DeploymentFactory,
@@ -28,6 +29,7 @@ def _one_of_each(project):
     TagKeyAliasFactory()
     AllocationRuleFactory(project=project)
     Organization.get()
+    api_token_create(user=MembershipFactory(team=project.team).user, name="admin test")
     return experiment
 
 
@@ -46,6 +48,7 @@ def test_every_core_model_has_an_admin_whose_pages_open(staff_client, project, l
         "Model",
         "Deployment",
         "DeploymentResource",
+        "ApiToken",
     }
     for model in registered:
         opts = model._meta

@@ -1,0 +1,140 @@
+"""Figures of the attribution pages, built from selector output (costsite/charts.py's pattern).
+
+Amounts go to Plotly as floats rounded to the cent: a chart is read, not added up; the tables and
+the CSV exports keep the exact decimals.
+"""
+
+from decimal import ROUND_HALF_UP, Decimal
+
+import plotly.graph_objects as go
+
+from apps.projects.models import Workload
+from costsite.charts import WORKLOAD_COLOURS, Chart, chart_from_figure
+
+from .models import CostKind
+from .selectors import Pareto, SpendSeries
+
+# Cost kinds get their own palette; workloads keep theirs everywhere (costsite/charts.py).
+COST_KIND_COLOURS = {
+    "gpu_compute": "#1f77b4",
+    "cpu_compute": "#aec7e8",
+    "storage": WORKLOAD_COLOURS["storage"],
+    "network": WORKLOAD_COLOURS["network"],
+    "other": WORKLOAD_COLOURS["other"],
+}
+CUMULATIVE_COLOUR = "#d62728"
+PARETO_BARS = 30  # past this, the rest is one bar: a chart of a hundred bars reads as noise
+LABELS = {
+    "workload": dict(Workload.choices),
+    "cost_kind": dict(CostKind.choices),
+    "component": {**dict(Workload.choices), "storage": "Storage"},
+}
+COLOURS = {"workload": WORKLOAD_COLOURS, "cost_kind": COST_KIND_COLOURS, "component": WORKLOAD_COLOURS}
+
+
+def plot_amount(amount: Decimal) -> float:
+    return float(amount.quantize(Decimal("0.01"), ROUND_HALF_UP))
+
+
+def _money_axis(currency: str) -> dict:
+    return {"title": f"spend ({currency})", "rangemode": "tozero", "tickformat": ",.0f"}
+
+
+def spend_over_time_chart(
+    *, series: SpendSeries, currency: str, id: str = "spend-over-time", empty_message: str = ""
+) -> Chart:
+    """Stacked bars: spend per day (or month), one colour per workload (or cost kind)."""
+    empty = empty_message or (
+        "No spend in this period: pick a longer range, clear a filter, or import a bill "
+        "(python manage.py import_billing)."
+    )
+    if series.is_empty:
+        return chart_from_figure(id=id, figure=None, empty_message=empty)
+    labels, colours = LABELS[series.by], COLOURS[series.by]
+    when = "%d %b %Y" if series.bucket == "day" else "%b %Y"
+    figure = go.Figure()
+    for key in series.keys:
+        label = labels.get(key, key)
+        figure.add_bar(
+            name=label,
+            x=[bucket.isoformat() for bucket in series.buckets],
+            y=[plot_amount(amount) for amount in series.values[key]],
+            marker_color=colours.get(key, WORKLOAD_COLOURS["other"]),
+            hovertemplate=f"%{{x|{when}}}: %{{y:,.2f}} {currency}<extra>{label}</extra>",
+        )
+    figure.update_layout(
+        barmode="stack",
+        xaxis={"type": "date", "tickformat": "%-d %b" if series.bucket == "day" else "%b %Y"},
+        yaxis=_money_axis(currency),
+        legend={"traceorder": "normal", "y": -0.2},
+        height=340,
+    )
+    per = "day" if series.bucket == "day" else "month"
+    return chart_from_figure(
+        id=id,
+        figure=figure,
+        empty_message=empty,
+        label=f"Spend per {per} by {series.by.replace('_', ' ')}",
+    )
+
+
+def pareto_chart(*, pareto: Pareto, currency: str, id: str) -> Chart:
+    """Bars by spend, costliest first, with the cumulative share as a line (right axis) and the
+    80% mark: a few things drive most of the spend."""
+    empty = f"No {pareto.noun} with spend in this period."
+    if not pareto.items:
+        return chart_from_figure(id=id, figure=None, empty_message=empty)
+    shown = pareto.items[:PARETO_BARS]
+    names = [item.name for item in shown]
+    amounts = [plot_amount(item.amount) for item in shown]
+    cumulative = [float(round(item.cumulative_share * 100, 1)) for item in shown]
+    rest = pareto.items[PARETO_BARS:]
+    if rest:
+        names.append(f"{len(rest)} others")
+        amounts.append(plot_amount(sum((item.amount for item in rest), Decimal(0))))
+        cumulative.append(100.0)
+    figure = go.Figure()
+    figure.add_bar(
+        name="spend",
+        x=names,
+        y=amounts,
+        marker_color=WORKLOAD_COLOURS["training"],
+        hovertemplate=f"%{{x}}: %{{y:,.2f}} {currency}<extra></extra>",
+    )
+    figure.add_scatter(
+        name="cumulative share",
+        x=names,
+        y=cumulative,
+        yaxis="y2",
+        mode="lines+markers",
+        line={"color": CUMULATIVE_COLOUR},
+        hovertemplate="%{x}: %{y:.1f}% of the spend so far<extra></extra>",
+    )
+    figure.update_layout(
+        xaxis={"type": "category", "tickangle": -30 if len(names) > 8 else 0},
+        yaxis=_money_axis(currency),
+        yaxis2={
+            "title": "cumulative share (%)",
+            "overlaying": "y",
+            "side": "right",
+            "range": [0, 105],
+            "ticksuffix": "%",
+        },
+        shapes=[
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y2",
+                "y0": 80,
+                "y1": 80,
+                "line": {"color": CUMULATIVE_COLOUR, "dash": "dot", "width": 1},
+            }
+        ],
+        showlegend=False,
+        height=340,
+    )
+    return chart_from_figure(
+        id=id, figure=figure, empty_message=empty, label=pareto.headline or f"Spend by {pareto.noun}"
+    )

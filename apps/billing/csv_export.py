@@ -1,0 +1,63 @@
+"""CSV exports of the attribution pages' tables, safe to open in a spreadsheet.
+
+A text cell that starts with `=`, `+`, `-` or `@` (or a tab or carriage return, which some
+spreadsheets skip before reading a formula) would run as a formula: it is written with a leading
+apostrophe, the spreadsheets' own "this is text" mark (OWASP, CSV injection). Numbers are written
+as plain numbers so they stay numbers: amounts with all their decimals, without a currency sign.
+"""
+
+import csv
+from collections.abc import Iterable
+from datetime import date, datetime
+from decimal import Decimal
+
+from django.http import StreamingHttpResponse
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_cell(value) -> str | int | float:
+    """One value as a CSV cell."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, Decimal):
+        return number_text(value)
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    text = str(value)
+    if text.startswith(FORMULA_STARTS):
+        return "'" + text
+    return text
+
+
+def number_text(amount: Decimal) -> str:
+    """All the decimals that matter, none more: 8760.00, 0.000000352, -12.50."""
+    normalised = amount.normalize()
+    if normalised.as_tuple().exponent > -2:
+        normalised = amount.quantize(Decimal("0.01"))
+    return format(normalised, "f")
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_response(*, filename: str, header: list[str], rows: Iterable[Iterable]) -> StreamingHttpResponse:
+    """A streamed download: a big table never sits in memory as one string."""
+    writer = csv.writer(_Echo())
+
+    def lines():
+        yield writer.writerow(header)
+        for row in rows:
+            yield writer.writerow([safe_cell(value) for value in row])
+
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response

@@ -1,0 +1,49 @@
+"""What every billing format provides to the shared pipeline."""
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class ColumnMap:
+    """How a file's header maps onto FOCUS: FOCUS column → the source column it comes from.
+
+    `extra` are provider columns (`x_*`) kept in the line item's `extra` JSON; `version` is the
+    format version the header shows.
+    """
+
+    focus: dict[str, str]
+    extra: list[str] = field(default_factory=list)
+    version: str = ""
+
+    @property
+    def source_columns(self) -> list[str]:
+        return [*dict.fromkeys([*self.focus.values(), *self.extra])]
+
+
+class BillingFormat:
+    """A billing export format. Subclasses map their header and rows onto FOCUS columns."""
+
+    name: str = ""
+    label: str = ""
+
+    def detect(self, header: list[str]) -> bool:
+        """Whether a file with this header is in this format."""
+        raise NotImplementedError
+
+    def column_map(self, header: list[str]) -> ColumnMap:
+        """Map the header onto FOCUS; raise `MissingColumnError` naming what is missing."""
+        raise NotImplementedError
+
+    def to_focus(self, batch: pa.RecordBatch, columns: ColumnMap) -> dict[str, pa.Array]:
+        """FOCUS-named columns for one batch of source rows (same rows, same order).
+
+        The default renames; a format whose values need more than a rename (CUR's amortised cost,
+        Azure's US dates) overrides this.
+        """
+        names = batch.schema.names
+        arrays = {}
+        for focus_name, source in columns.focus.items():
+            arrays[focus_name] = batch.column(names.index(source))
+        return arrays

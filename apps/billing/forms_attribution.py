@@ -1,0 +1,120 @@
+"""The form that claims unattributed spend for a project, experiment or deployment."""
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+
+from apps.accounts.templatetags.costsite import money
+from apps.deployments.models import Deployment
+from apps.experiments.models import Experiment
+from apps.projects.models import AllocationRule, Project
+from costsite.forms import SiteForm
+
+from .services_attribution import Claim
+
+
+class ClaimForm(SiteForm):
+    """One resource id, or a shell-style pattern of them, and where its spend goes.
+
+    The target list holds the projects the user may claim for (a lead's team's, staff's all) with
+    their experiments and deployments; anything else is an invalid choice.
+    """
+
+    resource_id = forms.CharField(
+        max_length=1000,
+        required=False,
+        label="Resource id",
+        help_text="The one resource to assign, as the bill names it.",
+    )
+    pattern = forms.CharField(
+        max_length=500,
+        required=False,
+        label="…or a pattern of resource ids",
+        help_text="Shell-style, without case: * any run of characters, ? one, [abc] one of. "
+        "E.g. arn:aws:s3:::vision-*",
+    )
+    target = forms.ChoiceField(
+        label="Assign to",
+        error_messages={
+            "invalid_choice": "Choose a project, experiment or deployment of a team you lead."
+        },
+    )
+
+    def __init__(self, *args, projects: QuerySet[Project], **kwargs):
+        super().__init__(*args, **kwargs)
+        projects = list(projects.select_related("team").order_by("name"))
+        ids = [project.pk for project in projects]
+        experiments = list(
+            Experiment.objects.filter(project_id__in=ids)
+            .only("pk", "name", "project_id")
+            .order_by("project_id", "name", "pk")
+        )
+        deployments = list(
+            Deployment.objects.filter(project_id__in=ids)
+            .only("pk", "name", "project_id")
+            .order_by("project_id", "name", "pk")
+        )
+        self._targets: dict[str, tuple[Project, Experiment | None, Deployment | None]] = {}
+        choices: list = [("", "Choose…")]
+        for project in projects:
+            options = [(f"project:{project.pk}", f"{project.name} (the project)")]
+            self._targets[f"project:{project.pk}"] = (project, None, None)
+            for experiment in experiments:
+                if experiment.project_id == project.pk:
+                    key = f"experiment:{experiment.pk}"
+                    options.append((key, f"experiment {experiment.name}"))
+                    self._targets[key] = (project, experiment, None)
+            for deployment in deployments:
+                if deployment.project_id == project.pk:
+                    key = f"deployment:{deployment.pk}"
+                    options.append((key, f"deployment {deployment.name}"))
+                    self._targets[key] = (project, None, deployment)
+            choices.append((f"{project.name} · {project.team.name}", options))
+        self.fields["target"].choices = choices
+
+    def clean_pattern(self) -> str:
+        pattern = self.cleaned_data["pattern"].strip()
+        if pattern and not pattern.strip("*"):
+            raise ValidationError(
+                "A pattern of stars alone would claim all unattributed spend: name part of the "
+                "resource id, e.g. arn:aws:s3:::vision-*"
+            )
+        return pattern
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        resource_id = (cleaned.get("resource_id") or "").strip()
+        pattern = cleaned.get("pattern") or ""
+        if "pattern" in self.errors:
+            return cleaned
+        if bool(resource_id) == bool(pattern):
+            raise ValidationError("Give either one resource id or a pattern of resource ids.")
+        cleaned["resource_id"] = resource_id
+        return cleaned
+
+    def claim_arguments(self) -> dict:
+        project, experiment, deployment = self._targets[self.cleaned_data["target"]]
+        return {
+            "project": project,
+            "experiment": experiment,
+            "deployment": deployment,
+            "resource_id": self.cleaned_data["resource_id"],
+            "pattern": self.cleaned_data["pattern"],
+        }
+
+    def moved_message(self, claim: Claim, *, currency: str) -> str:
+        """What moved, for the page the claim returns to."""
+        rule: AllocationRule = claim.rule
+        target = rule.experiment or rule.deployment or rule.project
+        kind = "project" if target == rule.project else target._meta.verbose_name
+        if self.cleaned_data["resource_id"]:
+            what = self.cleaned_data["resource_id"]
+        else:
+            plural = "" if claim.resources == 1 else "s"
+            what = f"{claim.resources} resource{plural} matching “{rule.pattern}”"
+        amounts = [money(amount, code) for code, amount in claim.amounts.items()]
+        moved = " and ".join(amounts) if amounts else money(0, currency)
+        return (
+            f"Assigned {what} to the {kind} “{target}”: {moved} of unattributed spend moves "
+            "there, all history included. The pages show it once re-attribution has run."
+        )

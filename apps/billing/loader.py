@@ -1,0 +1,462 @@
+"""Writing line items and rollups in bulk: COPY on PostgreSQL, a portable insert elsewhere.
+
+The COPY runs in a thread of its own fed through a one-slot queue, so the next batch is parsed and
+attributed while the server loads this one; at most two batches are in memory.
+"""
+
+import contextlib
+import threading
+from collections.abc import Iterable
+from datetime import UTC
+from decimal import Decimal
+from queue import Queue
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+from django.db import connection
+from django.db.models import Case, Count, DecimalField, F, Max, Sum, Value, When
+from django.db.models.functions import Coalesce, Lower, TruncDate
+
+from .models import CostLineItem, DailyCost, DailyResourceCost
+from .normalise import DEC, HOUR_UNITS, TEXT_SUFFIX
+
+NAIVE = pa.timestamp("us")
+SECONDS = pa.timestamp("s")
+
+
+def _columns(model) -> list[str]:
+    return [f.column for f in model._meta.concrete_fields if f.column != "id"]
+
+
+LINE_COLUMNS = _columns(CostLineItem)
+DAILY_COLUMNS = _columns(DailyCost)
+RESOURCE_COLUMNS = _columns(DailyResourceCost)
+_LINE_FIELDS = {f.column: f for f in CostLineItem._meta.concrete_fields}
+# Text columns stored as '' rather than NULL (Django's convention for blank text).
+BLANK_TEXT = {
+    f.column
+    for f in CostLineItem._meta.concrete_fields
+    if f.get_internal_type() in {"CharField", "TextField"} and not f.null
+}
+
+DAILY_KEYS = [
+    "delivery_id",
+    "day",
+    "project_id",
+    "experiment_id",
+    "deployment_id",
+    "workload",
+    "cost_kind",
+    "provider_name",
+    "region_id",
+    "service_name",
+    "pricing_category",
+    "billing_currency",
+]
+TEXT_KEYS = {
+    "resource_id", "resource_name", "billing_account_id", "sub_account_id", "provider_name",
+    "service_name", "region_id", "workload", "cost_kind", "billing_currency", "pricing_category",
+}
+RESOURCE_KEYS = [
+    "delivery_id",
+    "day",
+    "resource_id",
+    "billing_account_id",
+    "sub_account_id",
+    "provider_name",
+    "service_name",
+    "region_id",
+    "project_id",
+    "experiment_id",
+    "deployment_id",
+    "workload",
+    "cost_kind",
+    "billing_currency",
+]
+
+
+def lines_for_database(lines: pa.Table) -> pa.Table:
+    """The line columns in the table's order and in the forms the database takes."""
+    arrays = []
+    for column in LINE_COLUMNS:
+        array = lines[column]
+        if pa.types.is_decimal(array.type) and column + TEXT_SUFFIX in lines.column_names:
+            text = lines[column + TEXT_SUFFIX]
+            if text.null_count > array.null_count:  # split parts have numbers of their own
+                text = pc.coalesce(text, pc.cast(array, pa.string()))
+            array = text
+        elif pa.types.is_timestamp(array.type):
+            # Formatting zone-aware timestamps is slow in Arrow; the session is UTC. Whole
+            # seconds (nearly always) are sent without the microseconds.
+            array = pc.cast(array, NAIVE)
+            with contextlib.suppress(pa.ArrowInvalid):
+                array = pc.cast(array, SECONDS)
+        elif column in ("tags", "extra"):
+            array = pc.fill_null(array, "{}")
+        elif column in BLANK_TEXT:
+            array = pc.fill_null(array, "")
+        arrays.append(array)
+    return pa.table(arrays, names=LINE_COLUMNS)
+
+
+def _csv(table: pa.Table) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    pcsv.write_csv(table, sink, pcsv.WriteOptions(include_header=False, batch_size=16_384))
+    return sink.getvalue()
+
+
+class _CopyFeeder:
+    """Feeds one COPY from a thread; the caller keeps working while the server loads."""
+
+    def __init__(self, cursor, sql: str):
+        self._context = cursor.copy(sql)
+        self._copy = self._context.__enter__()
+        self._queue: Queue = Queue(maxsize=1)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="costsite-copy", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (buffer := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    self._copy.write(memoryview(buffer))
+                except BaseException as exc:  # handed to the caller on its next write
+                    self._error = exc
+
+    def write(self, buffer: pa.Buffer) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(buffer)
+
+    def close(self, failure: BaseException | None = None) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        error = failure or self._error
+        if error is not None:
+            self._context.__exit__(type(error), error, error.__traceback__)
+            if failure is None:
+                raise error
+            return
+        self._context.__exit__(None, None, None)
+
+
+class LineSink:
+    """Where line items go. `pause()` before any other statement on the connection."""
+
+    def write(self, lines: pa.Table) -> None:
+        raise NotImplementedError
+
+    def pause(self, failure: BaseException | None = None) -> None:
+        """Finish what was written (or abandon it on failure); writing again resumes."""
+
+    @staticmethod
+    def for_connection() -> "LineSink":
+        if connection.vendor == "postgresql":
+            return CopyLineSink()
+        return InsertLineSink()
+
+
+class CopyLineSink(LineSink):
+    def __init__(self):
+        self._feeder: _CopyFeeder | None = None
+        self._cursor = None
+
+    def write(self, lines: pa.Table) -> None:
+        if self._feeder is None:
+            self._cursor = connection.cursor()
+            columns = ", ".join(connection.ops.quote_name(c) for c in LINE_COLUMNS)
+            self._feeder = _CopyFeeder(
+                self._cursor.cursor,
+                f"COPY {CostLineItem._meta.db_table} ({columns}) FROM STDIN WITH (FORMAT csv)",
+            )
+        self._feeder.write(_csv(lines_for_database(lines)))
+
+    def pause(self, failure: BaseException | None = None) -> None:
+        if self._feeder is not None:
+            feeder, self._feeder = self._feeder, None
+            try:
+                feeder.close(failure)
+            finally:
+                self._cursor.close()
+
+
+class InsertLineSink(LineSink):
+    """Plain parameterised INSERTs: SQLite and anything without COPY."""
+
+    def write(self, lines: pa.Table) -> None:
+        table = lines_for_database(lines)
+        _insert(CostLineItem._meta.db_table, LINE_COLUMNS, _python_rows(table))
+
+
+def _python_rows(table: pa.Table) -> Iterable[tuple]:
+    """Rows as the database adapter takes them (datetimes as Django stores them)."""
+    adapt_datetime = connection.ops.adapt_datetimefield_value
+    adapt_date = connection.ops.adapt_datefield_value
+    adapt_decimal = connection.ops.adapt_decimalfield_value
+    converters = []
+    for field in table.schema:
+        if pa.types.is_timestamp(field.type):
+            converters.append(
+                lambda v: None if v is None else adapt_datetime(v.replace(tzinfo=UTC))
+            )
+        elif pa.types.is_date(field.type):
+            converters.append(adapt_date)
+        elif pa.types.is_decimal(field.type):
+            converters.append(lambda v: None if v is None else adapt_decimal(v))
+        else:
+            converters.append(None)
+    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    for i, convert in enumerate(converters):
+        if convert is not None:
+            columns[i] = [convert(v) for v in columns[i]]
+    return zip(*columns, strict=True)
+
+
+def _insert(db_table: str, columns: list[str], rows: Iterable[tuple]) -> None:
+    quoted = ", ".join(connection.ops.quote_name(c) for c in columns)
+    marks = ", ".join(["%s"] * len(columns))
+    with connection.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {db_table} ({quoted}) VALUES ({marks})", list(rows))
+
+
+def _copy_table(db_table: str, table: pa.Table) -> None:
+    if not table.num_rows:
+        return
+    if connection.vendor != "postgresql":
+        _insert(db_table, table.column_names, _python_rows(table))
+        return
+    columns = ", ".join(connection.ops.quote_name(c) for c in table.column_names)
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {db_table} ({columns}) FROM STDIN WITH (FORMAT csv)") as copy,
+    ):
+        copy.write(memoryview(_csv(table)))
+
+
+# -- rollups ---------------------------------------------------------------------------------
+
+
+def line_days(lines: pa.Table) -> pa.Array:
+    """The UTC day each line counts on: the day its charge period starts."""
+    return pc.cast(pc.cast(lines["charge_period_start"], NAIVE), pa.date32())
+
+
+def _filled(lines: pa.Table, names: list[str]) -> dict[str, pa.Array]:
+    """Key columns as the database holds them ('' for blank text)."""
+    out = {}
+    for name in names:
+        if name == "day":
+            out[name] = line_days(lines)
+        elif name in BLANK_TEXT:
+            out[name] = pc.fill_null(lines[name], "")
+        else:
+            out[name] = lines[name]
+    return out
+
+
+FINE_KEYS = list(dict.fromkeys([*RESOURCE_KEYS, *DAILY_KEYS, "resource_name"]))
+FINE_SUMS = ["effective_cost", "billed_cost", "list_cost", "consumed_hours", "line_items"]
+
+
+class _Codes:
+    """Small integers for a text column's values, the same across batches: the running sums
+    hold codes, not strings (a tenth of the memory, and faster to group)."""
+
+    def __init__(self):
+        self.values = pa.array([], pa.string())
+
+    def encode(self, array: pa.Array | pa.ChunkedArray) -> pa.Array:
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        codes = pc.index_in(array, value_set=self.values)
+        if codes.null_count:
+            new = pc.unique(array.filter(pc.is_null(codes)))
+            self.values = pa.concat_arrays([self.values, new])
+            codes = pc.index_in(array, value_set=self.values)
+        return codes
+
+    def decode(self, codes: pa.Array) -> pa.Array:
+        return pc.take(self.values, codes)
+
+
+class RollupAccumulator:
+    """Sums of the lines written so far, by day and every key either rollup needs.
+
+    One group-by per batch at the finest grain (day × resource × attribution × service...),
+    merged into running sums kept per day: each merge is small, and so is the memory a group-by
+    needs (merging all days at once costs 60-100 MB at a few hundred thousand groups). The two
+    rollups are cut from the sums when written. Memory stays bounded whatever the file: past
+    FLUSH_AT groups the caller writes what it has (`flush`) and the sums start again, so a
+    delivery may own several rollup rows for one key (rollups are always aggregated).
+    """
+
+    MERGE_AT = 20_000  # fresh partial rows merged into the running sums
+    FLUSH_AT = 400_000  # running sums written out and started again
+
+    def __init__(self):
+        self._days: dict[object, pa.Table] = {}
+        self._fresh: dict[object, list[pa.Table]] = {}
+        self._fresh_rows = 0
+        self._codes = {name: _Codes() for name in FINE_KEYS if name in TEXT_KEYS}
+
+    def add(self, lines: pa.Table) -> None:
+        if not lines.num_rows:
+            return
+        zero = pa.scalar(Decimal(0), DEC)
+        units = pc.utf8_lower(pc.fill_null(lines["consumed_unit"], ""))
+        hours = pc.if_else(
+            pc.is_in(units, value_set=pa.array(HOUR_UNITS)),
+            pc.fill_null(lines["consumed_quantity"], zero),
+            zero,
+        )
+        keys = _filled(lines, FINE_KEYS)
+        for name, codes in self._codes.items():
+            keys[name] = codes.encode(keys[name])
+        fine = pa.table(
+            {
+                **keys,
+                "effective_cost": lines["effective_cost"],
+                "billed_cost": lines["billed_cost"],
+                "list_cost": pc.fill_null(lines["list_cost"], zero),
+                "consumed_hours": hours,
+                "line_items": pa.array([1] * lines.num_rows, pa.int64()),
+            }
+        )
+        partial = _sum(fine, FINE_KEYS, FINE_SUMS)
+        days = pc.unique(partial["day"]).to_pylist()
+        for day in days:
+            part = partial if len(days) == 1 else partial.filter(pc.equal(partial["day"], day))
+            self._fresh.setdefault(day, []).append(part)
+        self._fresh_rows += partial.num_rows
+        if self._fresh_rows > self.MERGE_AT:
+            self._merge()
+
+    def _merge(self) -> None:
+        for day, parts in self._fresh.items():
+            if day in self._days:
+                parts = [self._days[day], *parts]
+            self._days[day] = (
+                parts[0] if len(parts) == 1 else _sum(pa.concat_tables(parts), FINE_KEYS, FINE_SUMS)
+            )
+        self._fresh, self._fresh_rows = {}, 0
+
+    @property
+    def needs_flush(self) -> bool:
+        return sum(t.num_rows for t in self._days.values()) > self.FLUSH_AT
+
+    def flush(self) -> None:
+        """Write the sums of every delivery so far and start again."""
+        self._merge()
+        self._write(list(self._days.values()))
+        self._days = {}
+        self._codes = {name: _Codes() for name in self._codes}
+
+    def write(self, *, delivery_ids: list[int]) -> None:
+        """Insert the sums of these deliveries' lines into the rollup tables."""
+        self._merge()
+        wanted = pa.array(delivery_ids, pa.int64())
+        self._write(
+            [t.filter(pc.is_in(t["delivery_id"], value_set=wanted)) for t in self._days.values()]
+        )
+
+    def _write(self, days: list[pa.Table]) -> None:
+        """Cut both rollups from the sums, day by day, and copy them out in modest batches."""
+        daily: list[pa.Table] = []
+        resource: list[pa.Table] = []
+        for fine in days:
+            if fine.num_rows:
+                for name, codes in self._codes.items():
+                    fine = fine.set_column(
+                        fine.column_names.index(name), name,
+                        codes.decode(fine[name].combine_chunks()),
+                    )
+                daily.append(_sum(fine, DAILY_KEYS, FINE_SUMS))
+                with_resource = fine.filter(pc.not_equal(fine["resource_id"], ""))
+                resource.append(_sum(
+                    with_resource, RESOURCE_KEYS, ["effective_cost", "billed_cost", "line_items"],
+                    maximum="resource_name",
+                ))
+            if sum(t.num_rows for t in resource) > 20_000 or fine is days[-1]:
+                if daily:
+                    _copy_table(DailyCost._meta.db_table,
+                                pa.concat_tables(daily).select(DAILY_COLUMNS))
+                if resource:
+                    _copy_table(DailyResourceCost._meta.db_table,
+                                pa.concat_tables(resource).select(RESOURCE_COLUMNS))
+                daily, resource = [], []
+
+
+def _sum(table: pa.Table, keys: list[str], sums: list[str], maximum: str = "") -> pa.Table:
+    aggregations = [(c, "sum") for c in sums] + ([(maximum, "max")] if maximum else [])
+    grouped = table.group_by(keys, use_threads=False).aggregate(aggregations)
+    out = {k: grouped[k] for k in keys}
+    out.update({c: grouped[f"{c}_sum"] for c in sums})
+    if maximum:
+        out[maximum] = grouped[f"{maximum}_max"]
+    return pa.table(out)
+
+
+def rollups_rebuild(*, delivery_id: int, start=None, end=None) -> None:
+    """Recompute one delivery's rollup rows from its line items (for days in [start, end))."""
+    lines = CostLineItem.objects.filter(delivery_id=delivery_id)
+    daily = DailyCost.objects.filter(delivery_id=delivery_id)
+    resource = DailyResourceCost.objects.filter(delivery_id=delivery_id)
+    if start is not None:
+        lines = lines.filter(charge_period_start__gte=start, charge_period_start__lt=end)
+        daily = daily.filter(day__gte=start.date(), day__lt=end.date())
+        resource = resource.filter(day__gte=start.date(), day__lt=end.date())
+    daily.delete()
+    resource.delete()
+    money = DecimalField(max_digits=38, decimal_places=15)
+    zero = Value(Decimal(0), output_field=money)
+    day = TruncDate("charge_period_start", tzinfo=UTC)
+    _insert_select(
+        DailyCost,
+        lines.annotate(day=day)
+        .alias(unit=Lower("consumed_unit"))
+        .values(*DAILY_KEYS)
+        .annotate(
+            effective_cost=Sum("effective_cost"),
+            billed_cost=Sum("billed_cost"),
+            list_cost=Coalesce(Sum("list_cost"), zero),
+            consumed_hours=Coalesce(
+                Sum(
+                    Case(
+                        When(unit__in=HOUR_UNITS, then=F("consumed_quantity")),
+                        default=zero,
+                        output_field=money,
+                    )
+                ),
+                zero,
+            ),
+            line_items=Count("id"),
+        )
+        .order_by(),
+    )
+    _insert_select(
+        DailyResourceCost,
+        lines.exclude(resource_id="")
+        .annotate(day=day)
+        .values(*RESOURCE_KEYS)
+        .annotate(
+            effective_cost=Sum("effective_cost"),
+            billed_cost=Sum("billed_cost"),
+            line_items=Count("id"),
+            resource_name=Max("resource_name"),
+        )
+        .order_by(),
+    )
+
+
+def _insert_select(model, queryset) -> None:
+    query = queryset.query
+    # Django 5.2 selects values() in the order given, aggregates after them (`selected`); the
+    # names are the rollup's column names.
+    columns = list(query.selected)
+    assert set(columns) <= set(_columns(model)), columns
+    sql, params = query.sql_with_params()
+    quoted = ", ".join(connection.ops.quote_name(c) for c in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {model._meta.db_table} ({quoted}) {sql}", params)

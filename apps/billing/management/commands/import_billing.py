@@ -1,0 +1,87 @@
+"""python manage.py import_billing PATH [PATH ...] [--format auto|focus] [--json] [--async]"""
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.billing.formats import format_names
+from apps.billing.services import import_run_create, import_run_enqueue, import_run_execute
+
+# The fields every delivery line carries, in this order (`error` only when it failed).
+FIELDS = (
+    "file",
+    "format",
+    "status",
+    "rows",
+    "line_items",
+    "billed_cost",
+    "effective_cost",
+    "billing_period_start",
+    "billing_period_end",
+    "seconds",
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Import billing files (FOCUS CSV, gzip CSV or Parquet). Each PATH is one import, all or "
+        "nothing; a file already loaded is reported unchanged. Exits non-zero if any failed."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="+", metavar="PATH")
+        parser.add_argument("--format", default="auto", choices=format_names())
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            help="Print one JSON object per line per delivery.",
+        )
+        parser.add_argument(
+            "--async",
+            action="store_true",
+            dest="enqueue",
+            help="Queue the imports for a Celery worker instead of running them here.",
+        )
+
+    def handle(self, *args, paths, format, json: bool, enqueue: bool, **options):
+        failures = 0
+        for given in paths:
+            run = import_run_create(paths=[given], requested_format=format)
+            if enqueue:
+                import_run_enqueue(import_run=run)
+                self._print({"file": given, "status": "queued", "import_run": run.pk}, json)
+                continue
+            run = import_run_execute(import_run=run)
+            for result in run.results:
+                line = {name: result.get(name) for name in FIELDS}
+                line["file"] = (
+                    given if Path(result["file"]) == Path(given).resolve() else (result["file"])
+                )
+                if result["status"] == "failed":
+                    failures += 1
+                    line["error"] = result.get("error", "")
+                line["billing_account_id"] = result.get("billing_account_id")
+                line["import_run"] = run.pk
+                self._print(line, json)
+        if failures:
+            raise CommandError(f"{failures} of the imported deliveries failed.", returncode=1)
+
+    def _print(self, line: dict, as_json: bool) -> None:
+        if as_json:
+            self.stdout.write(json.dumps(line))
+            return
+        if line["status"] == "queued":
+            self.stdout.write(f"queued     {line['file']} (import run {line['import_run']})")
+            return
+        if line["status"] == "failed":
+            self.stdout.write(self.style.ERROR(f"failed     {line['error']}"))
+            return
+        money = ", ".join(f"{c} {a}" for c, a in line["effective_cost"].items()) or "nothing"
+        billed = ", ".join(f"{c} {a}" for c, a in line["billed_cost"].items()) or "nothing"
+        period = (line["billing_period_start"] or "")[:7]
+        self.stdout.write(
+            f"{line['status']:<10} {line['file']}: account {line['billing_account_id']}, "
+            f"{period}, {line['rows']} rows, {line['line_items']} line items, "
+            f"spend {money}, billed {billed} ({line['seconds']} s)"
+        )

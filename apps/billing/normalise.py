@@ -1,0 +1,441 @@
+"""From FOCUS-named text columns to typed, checked line columns, one batch at a time.
+
+Real exports are messy, so this accepts what a real export holds and rejects only what cannot be
+understood:
+- null is a real null, the literal NULL/null/Null, an empty string or only whitespace;
+- enumerations compare without case, spaces or hyphens (`Usage-based`, `usagebased`), then take
+  the spec's spelling; an unknown ServiceCategory is kept as written (newer versions add some);
+- timestamps are UTC, with `T` or a space, with or without `Z` or an offset, or a bare date;
+- decimals may use exponents (`35.2E-7`); more than 15 places are rounded half to even;
+- Tags and SkuPriceDetails must be JSON objects; tag keys lose stray surrounding spaces.
+
+Work is done per column with pyarrow; per *distinct* value where Python must look (enums, JSON).
+When a batch fails a cast, the first bad element is found and named: file, row, column, value and
+what was expected.
+"""
+
+import json
+import re
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import BillingRowError
+from .formats.base import ColumnMap
+from .formats.focus import COLUMNS, OPEN_ENUMS, Column
+from .models import CostKind, CostLineItem
+
+DEC = pa.decimal128(38, 15)
+TS = pa.timestamp("us", tz="UTC")
+NULL_TOKENS = pa.array(["", "NULL", "null", "Null"], pa.string())
+NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+QUANTUM = Decimal("1e-15")
+LIMIT = Decimal("1e23")  # 38 digits with 15 after the point
+DATETIME_EXAMPLE = "a date and time such as 2025-01-31T00:00:00Z"
+CACHE_LIMIT = 200_000
+# A decimal column's source text, kept beside the number when it converted exactly: the database
+# parses it as well as our own rendering, and rendering decimals is the dearest part of the CSV.
+TEXT_SUFFIX = "__text"
+MAX_LENGTHS = {
+    f.column: f.max_length
+    for f in CostLineItem._meta.concrete_fields
+    if f.get_internal_type() == "CharField"
+}
+
+# Accelerated instance families (shared/reference/billing-formats.md §2.1, §3, §4).
+AWS_GPU_FAMILIES = frozenset(
+    {
+        "p2",
+        "p3",
+        "p3dn",
+        "p4d",
+        "p4de",
+        "p5",
+        "p5e",
+        "p5en",
+        "g3",
+        "g4dn",
+        "g4ad",
+        "g5",
+        "g5g",
+        "g6",
+        "g6e",
+        "gr6",
+        "trn1",
+        "trn1n",
+        "trn2",
+        "inf1",
+        "inf2",
+        "dl1",
+    }
+)
+GCP_GPU_PREFIXES = ("a2-", "a3-", "a4-", "g2-")
+AZURE_GPU = re.compile(r"^(standard_)?n[cdv]\d", re.IGNORECASE)
+INSTANCE_IN_USAGE_TYPE = re.compile(r"^(ml\.)?[a-z][a-z0-9-]*\.[a-z0-9]+$")
+HOUR_UNITS = ("hour", "hours", "hrs", "hr", "h", "1 hour")
+
+
+def instance_is_gpu(instance_type: str) -> bool:
+    """Whether an instance type (AWS, SageMaker, GCP or Azure spelling) carries accelerators."""
+    name = instance_type.strip().lower()
+    if name.startswith("ml."):
+        name = name[3:]
+    if name.startswith(GCP_GPU_PREFIXES) or AZURE_GPU.match(name):
+        return True
+    return name.split(".", 1)[0] in AWS_GPU_FAMILIES
+
+
+def instance_from_usage_type(usage_type: str) -> str | None:
+    """`BoxUsage:p4d.24xlarge`, `USE2-SpotUsage:g5.xlarge`, `Notebk:ml.t3.medium` → the type."""
+    candidate = usage_type.rsplit(":", 1)[-1].strip()
+    return candidate if INSTANCE_IN_USAGE_TYPE.match(candidate) else None
+
+
+def clean_strings(array: pa.Array, *, spelled_nulls: bool = True) -> pa.Array:
+    """Text with every null spelling made a real null.
+
+    The CSV reader already turns empty fields and NULL into nulls (`spelled_nulls=False`);
+    whitespace-only values, and Parquet's strings, are looked at here.
+    """
+    if not pa.types.is_string(array.type):
+        array = pc.cast(array, pa.string())
+    blank = pc.utf8_is_space(array)
+    if spelled_nulls:
+        blank = pc.or_kleene(blank, pc.is_in(array, value_set=NULL_TOKENS))
+    if not pc.any(blank).as_py():  # nulls are skipped
+        return array
+    return pc.if_else(pc.fill_null(blank, False), pa.scalar(None, pa.string()), array)
+
+
+def _enum_key(value: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", value.lower())
+
+
+class FocusNormaliser:
+    """Checks and types the FOCUS columns of one file's batches; remembers distinct values."""
+
+    def __init__(self, *, label: str, columns: ColumnMap, spelled_nulls: bool = True):
+        self.label = label
+        self.columns = columns
+        self.spelled_nulls = spelled_nulls
+        self._enums = {
+            column.name: {_enum_key(value): value for value in column.values}
+            for column in COLUMNS
+            if column.kind == "enum"
+        }
+        self._json: dict[str, dict[str, str | None]] = {"Tags": {}, "SkuPriceDetails": {}}
+        self._sku: dict[str, tuple[str | None, int | None]] = {}
+        self._usage_types: dict[str, str | None] = {}
+        self._gpu_types: dict[str, bool] = {}
+
+    def _clean(self, array: pa.Array) -> pa.Array:
+        return clean_strings(array, spelled_nulls=self.spelled_nulls)
+
+    # -- errors ----------------------------------------------------------------------------
+
+    def _source_name(self, focus_name: str) -> str:
+        return self.columns.focus.get(focus_name, focus_name)
+
+    def _fail(self, column: str, index: int, first_row: int, value, expected: str):
+        return BillingRowError(
+            self.label, first_row + index, self._source_name(column), value, expected
+        )
+
+    # -- columns ---------------------------------------------------------------------------
+
+    def normalise(
+        self, arrays: dict[str, pa.Array], extras: dict[str, pa.Array], *, first_row: int
+    ) -> pa.Table:
+        """The typed line columns of one batch, in FOCUS's meaning, with the source row."""
+        length = len(next(iter(arrays.values())))
+        out: dict[str, pa.Array] = {
+            "source_row": pa.array(range(first_row, first_row + length), pa.int64())
+        }
+        for column in COLUMNS:
+            array = arrays.get(column.name)
+            if column.field is None:
+                continue
+            if array is None:
+                out[column.field] = pa.nulls(length, _arrow_type(column))
+                continue
+            typed = self._typed(column, array, first_row)
+            if isinstance(typed, tuple):
+                typed, text = typed
+                out[column.field + TEXT_SUFFIX] = text
+            if column.not_null and typed.null_count:
+                index = pc.index(pc.is_null(typed), True).as_py()
+                raise self._fail(column.name, index, first_row, None, _expected(column))
+            limit = MAX_LENGTHS.get(column.field)
+            # Bytes bound characters from above: count characters only when bytes exceed.
+            if (
+                limit
+                and len(typed)
+                and (pc.max(pc.binary_length(typed)).as_py() or 0) > limit
+                and (pc.max(pc.utf8_length(typed)).as_py() or 0) > limit
+            ):
+                index = pc.index(pc.greater(pc.utf8_length(typed), limit), True).as_py()
+                raise self._fail(
+                    column.name,
+                    index,
+                    first_row,
+                    typed[index].as_py(),
+                    f"text of at most {limit} characters",
+                )
+            out[column.field] = typed
+        instance_type, gpu_count = self._sku_details(
+            arrays.get("SkuPriceDetails"), first_row, length
+        )
+        usage_type = next(
+            (array for name, array in extras.items() if name.strip().lower() == "x_usagetype"),
+            None,
+        )
+        if usage_type is not None:
+            instance_type = pc.coalesce(instance_type, self._usage_type_instances(usage_type))
+        out["instance_type"] = instance_type
+        out["gpu_count"] = gpu_count
+        out["cost_kind"] = self._cost_kind(out["service_category"], instance_type, gpu_count)
+        out["extra"] = self._extra_json(extras, length)
+        return pa.table(out)
+
+    def _typed(self, column: Column, array: pa.Array, first_row: int) -> pa.Array:
+        if column.kind == "decimal":
+            return self._decimal(column, array, first_row)
+        if column.kind == "datetime":
+            return self._datetime(column, array, first_row)
+        if column.kind == "enum":
+            return self._enum(column, array, first_row)
+        if column.kind == "json":
+            return self._json_object(column.name, array, first_row)
+        return self._clean(array)
+
+    def _enum(self, column: Column, array: pa.Array, first_row: int) -> pa.Array:
+        array = self._clean(array)
+        encoded = pc.dictionary_encode(array)
+        known = self._enums[column.name]
+        spelled = []
+        for value in encoded.dictionary.to_pylist():
+            canonical = known.get(_enum_key(value))
+            if canonical is None:
+                if column.name not in OPEN_ENUMS:
+                    index = pc.index(array, value).as_py()
+                    raise self._fail(column.name, index, first_row, value, _expected(column))
+                canonical = value.strip()
+            spelled.append(canonical)
+        return pc.take(pa.array(spelled, pa.string()), encoded.indices)
+
+    def _decimal(self, column: Column, array: pa.Array, first_row: int):
+        """The numbers, and with them their text when that converted exactly."""
+        kind = array.type
+        if pa.types.is_decimal(kind):
+            try:
+                return pc.cast(array, DEC)
+            except pa.ArrowInvalid:
+                return pc.cast(pc.round(array, ndigits=15, round_mode="half_to_even"), DEC)
+        if pa.types.is_integer(kind):
+            return pc.cast(array, DEC)
+        if pa.types.is_floating(kind):
+            # A float's shortest text is the number the exporter meant.
+            array = pc.cast(array, pa.string())
+        array = self._clean(array)
+        try:
+            return pc.cast(array, DEC), array
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return self._decimal_slowly(column, array, first_row)
+
+    def _decimal_slowly(self, column: Column, array: pa.Array, first_row: int) -> pa.Array:
+        """Round what has too many places; name the first value that is no number at all."""
+        values = []
+        for index, value in enumerate(array.to_pylist()):
+            if value is None:
+                values.append(None)
+                continue
+            text = value.strip()
+            number = None
+            if NUMBER.fullmatch(text):
+                try:
+                    number = Decimal(text).quantize(QUANTUM, rounding=ROUND_HALF_EVEN)
+                except InvalidOperation:
+                    number = None
+            if number is None or abs(number) >= LIMIT:
+                raise self._fail(column.name, index, first_row, value, "a decimal number")
+            values.append(number)
+        return pa.array(values, DEC)
+
+    def _datetime(self, column: Column, array: pa.Array, first_row: int) -> pa.Array:
+        kind = array.type
+        if pa.types.is_timestamp(kind):
+            if kind.tz is None:
+                return pc.cast(pc.cast(array, pa.timestamp("us")), TS)
+            return pc.cast(array, TS)
+        if pa.types.is_date(kind):
+            return pc.cast(pc.cast(array, pa.timestamp("us")), TS)
+        array = self._clean(array)
+        try:
+            return pc.cast(array, TS)  # the spec's form: 2025-01-31T00:00:00Z
+        except pa.ArrowInvalid:
+            pass
+        try:
+            return pc.cast(pc.cast(array, pa.timestamp("us")), TS)  # no zone: UTC
+        except pa.ArrowInvalid:
+            pass
+        mended = _zoned(array)
+        try:
+            return pc.cast(mended, TS)
+        except pa.ArrowInvalid:
+            pass
+        for index, value in enumerate(array.to_pylist()):
+            if value is None:
+                continue
+            try:
+                pc.cast(_zoned(pa.array([value], pa.string())), TS)
+            except pa.ArrowInvalid:
+                raise self._fail(column.name, index, first_row, value, DATETIME_EXAMPLE) from None
+        raise AssertionError("a batch failed to cast but none of its values did")
+
+    def _json_object(self, name: str, array: pa.Array, first_row: int) -> pa.Array:
+        """JSON text of an object per row (keys stripped), null where the source is null."""
+        if pa.types.is_map(array.type) or pa.types.is_struct(array.type):
+            # Parquet may hold tags as a map; rare enough to go through Python.
+            array = pa.array(
+                [None if value is None else json.dumps(dict(value)) for value in array.to_pylist()],
+                pa.string(),
+            )
+        array = self._clean(array)
+        encoded = pc.dictionary_encode(array)
+        cache = self._json[name]
+        if len(cache) > CACHE_LIMIT:
+            cache.clear()
+        normalised = []
+        for value in encoded.dictionary.to_pylist():
+            if value not in cache:
+                cache[value] = self._parse_object(name, value, array, first_row)
+            normalised.append(cache[value])
+        return pc.take(pa.array(normalised, pa.string()), encoded.indices)
+
+    def _parse_object(self, name: str, value: str, array: pa.Array, first_row: int) -> str:
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            index = pc.index(array, value).as_py()
+            raise self._fail(
+                name,
+                index,
+                first_row,
+                value,
+                f"a JSON object ({exc.msg} at character {exc.pos + 1})",
+            ) from None
+        if not isinstance(parsed, dict):
+            index = pc.index(array, value).as_py()
+            raise self._fail(name, index, first_row, value, "a JSON object of keys and values")
+        return json.dumps(
+            {str(key).strip(): item for key, item in parsed.items()}, separators=(",", ":")
+        )
+
+    # -- derived columns -------------------------------------------------------------------
+
+    def _sku_details(
+        self, array: pa.Array | None, first_row: int, length: int
+    ) -> tuple[pa.Array, pa.Array]:
+        """InstanceType and GpuCount from SkuPriceDetails (FOCUS 1.1+), null where absent."""
+        if array is None:
+            return pa.nulls(length, pa.string()), pa.nulls(length, pa.int32())
+        details = self._json_object("SkuPriceDetails", array, first_row)
+        encoded = pc.dictionary_encode(details)
+        types, gpus = [], []
+        for value in encoded.dictionary.to_pylist():
+            if value not in self._sku:
+                parsed = json.loads(value)
+                instance = parsed.get("InstanceType")
+                count = parsed.get("GpuCount")
+                try:
+                    count = int(count) if count is not None else None
+                except (TypeError, ValueError):
+                    count = None
+                self._sku[value] = (str(instance) if instance else None, count)
+            instance, count = self._sku[value]
+            types.append(instance)
+            gpus.append(count)
+        return (
+            pc.take(pa.array(types, pa.string()), encoded.indices),
+            pc.take(pa.array(gpus, pa.int32()), encoded.indices),
+        )
+
+    def _usage_type_instances(self, array: pa.Array) -> pa.Array:
+        encoded = pc.dictionary_encode(self._clean(array))
+        found = []
+        for value in encoded.dictionary.to_pylist():
+            if value not in self._usage_types:
+                self._usage_types[value] = instance_from_usage_type(value)
+            found.append(self._usage_types[value])
+        return pc.take(pa.array(found, pa.string()), encoded.indices)
+
+    def _cost_kind(
+        self, category: pa.Array, instance_type: pa.Array, gpu_count: pa.Array
+    ) -> pa.Array:
+        """GPU or CPU compute, storage, network or other (see CostLineItem)."""
+        encoded = pc.dictionary_encode(instance_type)
+        flags = []
+        for value in encoded.dictionary.to_pylist():
+            if value not in self._gpu_types:
+                self._gpu_types[value] = instance_is_gpu(value)
+            flags.append(self._gpu_types[value])
+        family_gpu = pc.fill_null(pc.take(pa.array(flags, pa.bool_()), encoded.indices), False)
+        gpu = pc.or_(pc.fill_null(pc.greater(gpu_count, 0), False), family_gpu)
+        has_instance = pc.is_valid(instance_type)
+        compute = pc.fill_null(pc.equal(category, "Compute"), False)
+        machine_learning = pc.fill_null(pc.equal(category, "AI and Machine Learning"), False)
+        storage = pc.fill_null(pc.equal(category, "Storage"), False)
+        network = pc.fill_null(pc.equal(category, "Networking"), False)
+        runs = pc.or_(compute, pc.and_(machine_learning, has_instance))
+        kind = pa.array([CostKind.OTHER.value] * len(category), pa.string())
+        kind = pc.if_else(network, CostKind.NETWORK.value, kind)
+        kind = pc.if_else(storage, CostKind.STORAGE.value, kind)
+        kind = pc.if_else(runs, CostKind.CPU_COMPUTE.value, kind)
+        kind = pc.if_else(
+            pc.and_(pc.or_(compute, machine_learning), gpu), CostKind.GPU_COMPUTE.value, kind
+        )
+        return kind
+
+    def _extra_json(self, extras: dict[str, pa.Array], length: int) -> pa.Array:
+        """Provider columns (x_*) as one JSON object per row, built column-wise."""
+        if not extras:
+            return pa.array(["{}"] * length, pa.string())
+        parts = []
+        for name, array in extras.items():
+            array = self._clean(array)
+            special = pc.any(pc.match_substring_regex(array, r'[\x00-\x1f"\\]')).as_py()
+            if special:
+                encoded = pc.dictionary_encode(array)
+                escaped = [json.dumps(value)[1:-1] for value in encoded.dictionary.to_pylist()]
+                array = pc.take(pa.array(escaped, pa.string()), encoded.indices)
+            # Each present value as `"key":"value",` (Arrow's skipping join mishandles all-null
+            # inputs, so nulls become empty fragments instead).
+            fragment = pc.binary_join_element_wise(f'{json.dumps(name.strip())}:"', array, '",', "")
+            parts.append(pc.fill_null(fragment, ""))
+        joined = pc.binary_join_element_wise(*parts, "")
+        body = pc.utf8_slice_codeunits(joined, 0, -1)  # the last comma
+        return pc.binary_join_element_wise("{", body, "}", "")
+
+
+def _zoned(array: pa.Array) -> pa.Array:
+    """Timestamps made explicit: a bare date gets midnight, a missing zone gets Z (UTC)."""
+    text = pc.utf8_trim_whitespace(array)
+    bare_date = pc.match_substring_regex(text, r"^\d{4}-\d{2}-\d{2}$")
+    text = pc.if_else(bare_date, pc.binary_join_element_wise(text, "T00:00:00", ""), text)
+    zoned = pc.match_substring_regex(text, r"([Zz]|[+-]\d\d(:?\d\d)?)$")
+    return pc.if_else(zoned, text, pc.binary_join_element_wise(text, "Z", ""))
+
+
+def _arrow_type(column: Column) -> pa.DataType:
+    return {"decimal": DEC, "datetime": TS}.get(column.kind, pa.string())
+
+
+def _expected(column: Column) -> str:
+    if column.kind == "enum":
+        return f"one of {', '.join(column.values)}"
+    if column.kind == "decimal":
+        return "a decimal number"
+    if column.kind == "datetime":
+        return DATETIME_EXAMPLE
+    return "a value"

@@ -1,0 +1,325 @@
+"""Opening a billing file: what it is, its header, and its rows in batches, in constant memory.
+
+CSV (plain or gzip) is read with pyarrow's streaming CSV reader, every column as text, so that
+validation decides what a value means and can say which row was wrong; Parquet is read in row
+groups. The SHA-256 of the file's bytes is computed as they stream by.
+"""
+
+import codecs
+import contextlib
+import csv
+import gzip
+import hashlib
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+
+from .errors import BillingFileError
+
+GZIP_MAGIC = b"\x1f\x8b"
+PARQUET_MAGIC = b"PAR1"
+SNIFF_BYTES = 64 * 1024
+CSV_BLOCK_BYTES = 64 << 20  # larger than any chunk: each chunk parses as one block
+HASH_CHUNK = 1 << 20
+NULL_SPELLINGS = ["", "NULL", "null", "Null"]
+MAX_RECORD_BYTES = 64 << 20
+PARQUET_UNREADABLE = "is not a readable Parquet file (truncated, corrupt or not Parquet)"
+
+
+class _Hasher(threading.Thread):
+    """SHA-256 of a file, read on a thread of its own beside the parser.
+
+    Reading the file twice costs less than pushing every block through Python for the parser's
+    sake (the page cache serves the second read), and hashlib releases the GIL.
+    """
+
+    def __init__(self, path: Path):
+        super().__init__(name="costsite-hash", daemon=True)
+        self.path = path
+        self.digest = hashlib.sha256()
+        self.error: OSError | None = None
+        self.cancelled = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        try:
+            with self.path.open("rb") as handle:
+                while not self.cancelled.is_set() and (chunk := handle.read(HASH_CHUNK)):
+                    self.digest.update(chunk)
+        except OSError as exc:
+            self.error = exc
+
+    def hexdigest(self) -> str:
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.digest.hexdigest()
+
+
+@dataclass
+class SourceFile:
+    """One file, inspected: its kind, header and size. Rows come from `batches()`."""
+
+    path: Path
+    kind: str  # csv, gzip or parquet
+    header: list[str]
+    size: int
+    parquet_rows: int | None = None
+    sha256: str = ""
+    bytes_read: int = 0
+    _columns: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.path.name
+
+    def fail(self, problem: str) -> BillingFileError:
+        return BillingFileError(self.label, problem)
+
+    def batches(self, columns: list[str], *, rows: int) -> Iterator[pa.RecordBatch]:
+        """Batches of about `rows` rows holding `columns`, read as text for CSV."""
+        if self.kind == "parquet":
+            yield from self._parquet_batches(columns, rows)
+        else:
+            yield from self._csv_batches(columns, rows)
+
+    def _csv_batches(self, columns: list[str], rows: int) -> Iterator[pa.RecordBatch]:
+        """Cut the text at record boundaries into chunks and parse each with pyarrow.
+
+        Driving the chunks ourselves keeps memory to one chunk (pyarrow's streaming reader reads
+        dozens of blocks ahead) and lets a malformed row be named by its line.
+        """
+        hasher = _Hasher(self.path)
+        raw = pa.OSFile(str(self.path), "r")
+        stream = pa.CompressedInputStream(raw, "gzip") if self.kind == "gzip" else raw
+        # One block per chunk: a single-chunk table needs no combining, and one thread leaves
+        # the other core to the database.
+        read_options = pcsv.ReadOptions(
+            column_names=self.header, block_size=CSV_BLOCK_BYTES, use_threads=False
+        )
+        convert_options = pcsv.ConvertOptions(
+            column_types=dict.fromkeys(columns, pa.string()),
+            include_columns=columns,
+            # The parser turns the usual spellings of null into nulls as it goes.
+            null_values=NULL_SPELLINGS,
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=True,
+        )
+        chunk_bytes = max(int(rows) * 400, 256)
+        records_before = 0  # data records before the current chunk
+        carry = b""
+        header_pending = True
+        try:
+            while True:
+                # One buffer per chunk, filled in place: the tail after the last whole record
+                # (`carry`) moves to the front of the next one.
+                buffer = bytearray(len(carry) + chunk_bytes)
+                buffer[: len(carry)] = carry
+                got = _read_into(stream, memoryview(buffer)[len(carry) :])
+                self.bytes_read = raw.tell()
+                size = len(carry) + got
+                if got == 0:
+                    cut = size
+                else:
+                    cut = _record_boundary(buffer, size)
+                    if cut <= 0:
+                        if size > MAX_RECORD_BYTES:
+                            raise self.fail(
+                                "has an unterminated quote (or a row over "
+                                f"{MAX_RECORD_BYTES >> 20} MiB) after row {records_before + 1}"
+                            )
+                        carry = bytes(buffer[:size])  # no complete record yet: read more
+                        chunk_bytes *= 2
+                        continue
+                view = memoryview(buffer)
+                start = 0
+                if header_pending:
+                    if buffer.startswith(codecs.BOM_UTF8):
+                        start = len(codecs.BOM_UTF8)
+                    start = _first_record_end(buffer, start, cut)
+                    header_pending = False
+                carry = bytes(view[cut:size])
+                if cut > start:
+                    table = self._parse(
+                        view[start:cut], records_before, read_options, convert_options
+                    )
+                    records_before += table.num_rows
+                    if table.num_rows:
+                        yield table.combine_chunks().to_batches()[0]
+                del view, buffer
+                if got == 0:
+                    break
+        except (pa.ArrowInvalid, OSError, EOFError, zlib.error) as exc:
+            hasher.cancelled.set()
+            raise self._csv_error(exc) from exc
+        except BaseException:
+            hasher.cancelled.set()
+            raise
+        finally:
+            raw.close()
+        self.sha256 = hasher.hexdigest()
+        self.bytes_read = self.size
+
+    def _parse(self, chunk: bytes, records_before: int, read_options, convert_options) -> pa.Table:
+        bad_rows: list[pcsv.InvalidRow] = []
+
+        def invalid_row(row: pcsv.InvalidRow) -> str:
+            bad_rows.append(row)
+            return "error"
+
+        parse_options = pcsv.ParseOptions(newlines_in_values=True, invalid_row_handler=invalid_row)
+        try:
+            return pcsv.read_csv(
+                pa.py_buffer(chunk),
+                read_options=read_options,
+                parse_options=parse_options,
+                convert_options=convert_options,
+            )
+        except pa.ArrowInvalid as exc:
+            if not bad_rows:
+                raise
+            # Parse the chunk again on one thread: only then does pyarrow number the record.
+            bad_rows.clear()
+            serial = pcsv.ReadOptions(column_names=self.header, use_threads=False)
+            with contextlib.suppress(pa.ArrowInvalid):
+                pcsv.read_csv(
+                    pa.py_buffer(chunk),
+                    read_options=serial,
+                    parse_options=parse_options,
+                    convert_options=convert_options,
+                )
+            row = bad_rows[0] if bad_rows else None
+            if row is None:
+                raise self.fail(f"cannot be read as CSV: {exc}") from exc
+            # The header is row 1; pyarrow counts the chunk's records from 1.
+            where = f"row {records_before + row.number + 1}" if row.number else "a row"
+            text = row.text if len(row.text) <= 80 else row.text[:79] + "…"
+            raise self.fail(
+                f"{where} has {row.actual_columns} fields where the header has "
+                f"{row.expected_columns}: {text!r}"
+            ) from exc
+
+    def _csv_error(self, exc: Exception) -> BillingFileError:
+        if isinstance(exc, BillingFileError):
+            return exc
+        message = str(exc)
+        if self.kind == "gzip" and (
+            "compressed" in message.lower() or "gzip" in message.lower() or "zlib" in message
+        ):
+            return self.fail("is a truncated or corrupt gzip file")
+        if "UTF8" in message or "utf-8" in message.lower():
+            return self.fail("is not UTF-8 text")
+        return self.fail(f"cannot be read as CSV: {message}")
+
+    def _parquet_batches(self, columns: list[str], rows: int) -> Iterator[pa.RecordBatch]:
+        hasher = _Hasher(self.path)
+        try:
+            parquet = pq.ParquetFile(self.path)
+            yield from parquet.iter_batches(batch_size=rows, columns=columns)
+        except (pa.ArrowInvalid, OSError) as exc:
+            hasher.cancelled.set()
+            raise self.fail(PARQUET_UNREADABLE) from exc
+        except BaseException:
+            hasher.cancelled.set()
+            raise
+        self.sha256 = hasher.hexdigest()
+        self.bytes_read = self.size
+
+
+def _record_boundary(data: bytearray, size: int) -> int:
+    """Where the last whole record in data[:size] ends: just after the last newline outside
+    quotes. Quotes are counted from the start, which is a record boundary; a quoted field's
+    doubled quotes keep the count even. -1 when there is none."""
+    position = data.rfind(b"\n", 0, size)
+    quotes = data.count(b'"', 0, position) if position >= 0 else 0
+    while position >= 0 and quotes % 2:
+        previous = data.rfind(b"\n", 0, position)
+        quotes -= data.count(b'"', previous + 1 if previous >= 0 else 0, position)
+        position = previous
+    return position + 1 if position >= 0 else -1
+
+
+def _first_record_end(data: bytearray, start: int, limit: int) -> int:
+    """Just after the first newline outside quotes from `start` (the header's end)."""
+    position = data.find(b"\n", start, limit)
+    while position >= 0 and data.count(b'"', start, position) % 2:
+        position = data.find(b"\n", position + 1, limit)
+    return position + 1 if position >= 0 else limit
+
+
+def _read_into(stream, target: memoryview) -> int:
+    """Fill target as far as the stream allows (a compressed stream may return short reads)."""
+    total = 0
+    while total < len(target):
+        got = stream.readinto(target[total:])
+        if not got:
+            break
+        total += got
+    return total
+
+
+def _text_sample(path: Path, kind: str, label: str) -> str:
+    """The file's first bytes as text; file-level faults are raised here."""
+    if kind == "gzip":
+        try:
+            with gzip.open(path, "rb") as handle:
+                raw = handle.read(SNIFF_BYTES)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise BillingFileError(label, "is a truncated or corrupt gzip file") from exc
+    else:
+        with path.open("rb") as handle:
+            raw = handle.read(SNIFF_BYTES)
+    if b"\x00" in raw:
+        raise BillingFileError(label, "is a binary file, not CSV or Parquet")
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    try:
+        text = decoder.decode(raw, final=False)
+    except UnicodeDecodeError as exc:
+        raise BillingFileError(
+            label, f"is not UTF-8 text (byte {exc.start + 1} cannot be decoded)"
+        ) from exc
+    if not text.strip():
+        raise BillingFileError(label, "is empty" if kind != "gzip" else "is empty once unzipped")
+    return text
+
+
+def source_inspect(path: str | Path) -> SourceFile:
+    """Open a file far enough to know what it is and read its header."""
+    path = Path(path)
+    label = path.name
+    if not path.is_file():
+        raise BillingFileError(label, "does not exist or is not a file")
+    size = path.stat().st_size
+    if size == 0:
+        raise BillingFileError(label, "is empty")
+    with path.open("rb") as handle:
+        magic = handle.read(4)
+    if magic == PARQUET_MAGIC:
+        try:
+            parquet = pq.ParquetFile(path)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise BillingFileError(label, PARQUET_UNREADABLE) from exc
+        return SourceFile(
+            path,
+            "parquet",
+            list(parquet.schema_arrow.names),
+            size,
+            parquet_rows=parquet.metadata.num_rows,
+        )
+    kind = "gzip" if magic[:2] == GZIP_MAGIC else "csv"
+    text = _text_sample(path, kind, label)
+    first_line = text.splitlines()[0] if text.splitlines() else ""
+    try:
+        header = next(csv.reader([first_line]))
+    except (csv.Error, StopIteration) as exc:
+        raise BillingFileError(label, "has no readable header row") from exc
+    duplicates = sorted({name for name in header if header.count(name) > 1 and name})
+    if duplicates:
+        raise BillingFileError(label, f"has duplicate columns: {', '.join(duplicates)}")
+    return SourceFile(path, kind, header, size)

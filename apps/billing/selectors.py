@@ -1,0 +1,1140 @@
+"""Reads of the billing app: import runs, deliveries, spend totals, and every figure of the
+attribution pages (the overview, a project's, a model's, an experiment's and a deployment's spend,
+unattributed spend).
+
+Pages read the rollups only: DailyCost, DailyResourceCost, the hourly GPU rollup and the hourly
+traffic. Each selector is one grouped query (two at most), and whatever a page lists is cut to a
+fixed length in the database, so a page costs the same number of queries whatever the size of the
+bill. Spend is FOCUS EffectiveCost in the organisation's currency; amounts in other currencies are
+totalled apart and never added in.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.db.models import (
+    Case,
+    Count,
+    DecimalField,
+    F,
+    FloatField,
+    Max,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.functions import Abs, Coalesce
+
+from apps.accounts.models import Team
+from apps.accounts.selectors import projects_visible_to, teams_led_by
+from apps.deployments.models import Deployment, DeploymentResource, Model, TrafficHour
+from apps.experiments.models import Experiment, ExperimentResource
+from apps.gpu.models import Gpu, GpuHour, HostMapping
+from apps.projects.models import Project, Workload
+
+from .filters import Period, days_in_month, month_start, previous_month_start
+from .models import CostKind, DailyCost, DailyResourceCost, Delivery, ImportRun
+
+ZERO = Decimal(0)
+CENT = Decimal("0.01")
+MONEY = DecimalField(max_digits=38, decimal_places=15)
+PARETO_SHARE = Decimal("0.8")
+# FOCUS PricingCategory values as people say them.
+PRICING_LABELS = {
+    "Standard": "On-demand",
+    "Dynamic": "Spot",
+    "Committed": "Committed",
+    "Other": "Other",
+    "": "None (purchases, fees, credits)",
+}
+
+
+def import_runs_recent(*, limit: int = 20) -> QuerySet[ImportRun]:
+    return ImportRun.objects.select_related("created_by")[:limit]
+
+
+def deliveries_current() -> QuerySet[Delivery]:
+    return Delivery.objects.filter(status=Delivery.Status.CURRENT)
+
+
+@dataclass(frozen=True)
+class SpendTotal:
+    """Spend (EffectiveCost) and billed cost of one group, in one currency."""
+
+    key: tuple
+    currency: str
+    effective_cost: Decimal
+    billed_cost: Decimal
+
+
+def spend_totals(
+    *, by: tuple[str, ...], start: date | None = None, end: date | None = None
+) -> list[SpendTotal]:
+    """Totals from the daily rollup grouped by rollup fields (e.g. ("project_id",),
+    ("experiment_id", "deployment_id"), ("workload",)); days in [start, end). Each currency
+    stays apart."""
+    rows = DailyCost.objects.all()
+    if start is not None:
+        rows = rows.filter(day__gte=start)
+    if end is not None:
+        rows = rows.filter(day__lt=end)
+    grouped = (
+        rows.values(*by, "billing_currency")
+        .annotate(effective=Sum("effective_cost"), billed=Sum("billed_cost"))
+        .order_by(*by, "billing_currency")
+    )
+    return [
+        SpendTotal(
+            key=tuple(row[name] for name in by),
+            currency=row["billing_currency"],
+            effective_cost=row["effective"],
+            billed_cost=row["billed"],
+        )
+        for row in grouped
+    ]
+
+
+# -- Scope: which rollup rows a page adds up ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpendScope:
+    """The rollup rows a page adds up: those the user may see, narrowed by the page's filters.
+
+    `projects` None means every project (staff, or a page that checked access to its one object
+    already); `unattributed` says whether rows without a project count (staff and team leads see
+    unattributed spend; a team or project filter leaves it out, as it belongs to neither).
+    DailyCost and DailyResourceCost share the field names used here, so one Q serves both.
+    """
+
+    currency: str
+    projects: QuerySet[Project] | None = None
+    unattributed: bool = False
+    team: Team | None = None
+    project: Project | None = None
+    experiment_ids: tuple[int, ...] | None = None
+    deployment_ids: tuple[int, ...] | None = None
+    # The owners' projects: lets the planner use the (project, day) index for a model's owners.
+    owner_project_ids: tuple[int, ...] | None = None
+    provider: str = ""
+    workload: str = ""
+
+    def q(self) -> Q:
+        q = Q()
+        if self.projects is not None:
+            seen = Q(project_id__in=self.projects.values("pk"))
+            q &= (seen | Q(project__isnull=True)) if self.unattributed else seen
+        elif not self.unattributed:
+            q &= Q(project__isnull=False)
+        if self.team is not None:
+            q &= Q(project__team_id=self.team.pk)
+        if self.project is not None:
+            q &= Q(project_id=self.project.pk)
+        if self.experiment_ids is not None or self.deployment_ids is not None:
+            owners = Q(pk__in=[])
+            if self.experiment_ids:
+                owners |= Q(experiment_id__in=self.experiment_ids)
+            if self.deployment_ids:
+                owners |= Q(deployment_id__in=self.deployment_ids)
+            q &= owners
+            if self.owner_project_ids is not None:
+                q &= Q(project_id__in=self.owner_project_ids)
+        if self.provider:
+            q &= Q(provider_name=self.provider)
+        if self.workload:
+            q &= Q(workload=self.workload)
+        return q
+
+    def daily(self, period: Period | None = None) -> QuerySet[DailyCost]:
+        rows = DailyCost.objects.filter(self.q())
+        return _in_period(rows, period)
+
+    def resources(self, period: Period | None = None) -> QuerySet[DailyResourceCost]:
+        rows = DailyResourceCost.objects.filter(self.q())
+        return _in_period(rows, period)
+
+
+def _in_period(rows: QuerySet, period: Period | None) -> QuerySet:
+    if period is None:
+        return rows
+    if period.start is not None:
+        rows = rows.filter(day__gte=period.start)
+    return rows.filter(day__lt=period.end)
+
+
+def sees_unattributed(*, user) -> bool:
+    """Unattributed spend is for staff and team leads (DESIGN.md, Roles)."""
+    return user.is_staff or teams_led_by(user=user).exists()
+
+
+def overview_scope(
+    *,
+    user,
+    currency: str,
+    team: Team | None = None,
+    project: Project | None = None,
+    provider: str = "",
+    workload: str = "",
+) -> SpendScope:
+    """The overview's rows: staff every row; a lead the team's projects and unattributed spend;
+    a member the team's projects."""
+    return SpendScope(
+        currency=currency,
+        projects=None if user.is_staff else projects_visible_to(user=user),
+        unattributed=team is None and project is None and sees_unattributed(user=user),
+        team=team,
+        project=project,
+        provider=provider,
+        workload=workload,
+    )
+
+
+def project_scope(
+    *, project: Project, currency: str, provider: str = "", workload: str = ""
+) -> SpendScope:
+    return SpendScope(currency=currency, project=project, provider=provider, workload=workload)
+
+
+def experiment_scope(*, experiment: Experiment, currency: str, provider: str = "") -> SpendScope:
+    return SpendScope(
+        currency=currency,
+        experiment_ids=(experiment.pk,),
+        owner_project_ids=(experiment.project_id,),
+        provider=provider,
+    )
+
+
+def deployment_scope(*, deployment: Deployment, currency: str, provider: str = "") -> SpendScope:
+    return SpendScope(
+        currency=currency,
+        deployment_ids=(deployment.pk,),
+        owner_project_ids=(deployment.project_id,),
+        provider=provider,
+    )
+
+
+def model_scope(*, model: Model, user, currency: str, provider: str = "") -> SpendScope:
+    """The runs that produced the model and the deployments serving it, among those the user may
+    see (a run of another team's project may have produced it: its cost is not ours to show)."""
+    visible = None if user.is_staff else projects_visible_to(user=user).values("pk")
+    experiments = Experiment.objects.filter(model=model)
+    deployments = Deployment.objects.filter(model=model)
+    if visible is not None:
+        experiments = experiments.filter(project_id__in=visible)
+        deployments = deployments.filter(project_id__in=visible)
+    owners = list(
+        experiments.annotate(kind=Value("experiment"))
+        .values_list("kind", "pk", "project_id")
+        .union(
+            deployments.annotate(kind=Value("deployment")).values_list("kind", "pk", "project_id")
+        )
+    )
+    return SpendScope(
+        currency=currency,
+        experiment_ids=tuple(sorted(pk for kind, pk, _ in owners if kind == "experiment")),
+        deployment_ids=tuple(sorted(pk for kind, pk, _ in owners if kind == "deployment")),
+        owner_project_ids=tuple(sorted({project_id for *_, project_id in owners})),
+        provider=provider,
+    )
+
+
+# -- When the data is from -----------------------------------------------------------------------
+
+
+def data_as_of() -> datetime | None:
+    """The end of the newest charge period loaded: the bill is complete up to this moment."""
+    return deliveries_current().aggregate(newest=Max("max_charge_period_end"))["newest"]
+
+
+def last_day_with_data(as_of: datetime | None, *, today: date) -> date | None:
+    """The last UTC day the bill covers (a period ending at midnight covers the day before)."""
+    if as_of is None:
+        return None
+    return min((as_of.astimezone(UTC) - timedelta(microseconds=1)).date(), today)
+
+
+def providers_billed() -> list[str]:
+    """The providers of the bills loaded, for the provider filter."""
+    return list(
+        deliveries_current()
+        .exclude(provider_name="")
+        .order_by("provider_name")
+        .values_list("provider_name", flat=True)
+        .distinct()
+    )
+
+
+# -- Spend over time -----------------------------------------------------------------------------
+
+WORKLOAD_ORDER = list(Workload.values)
+COST_KIND_ORDER = list(CostKind.values)
+# A model's cost of ownership: its runs and deployments by workload, their storage apart.
+COMPONENT_ORDER = [w for w in WORKLOAD_ORDER if w != "unattributed"]
+
+
+@dataclass(frozen=True)
+class SpendSeries:
+    """Spend per bucket (a day or a month) and series key (a workload, a cost kind...)."""
+
+    by: str
+    bucket: str  # "day" or "month"
+    buckets: list[date]
+    keys: list[str]  # the series with any spend, in display order
+    values: dict[str, list[Decimal]]  # key -> amount per bucket
+    totals: dict[str, Decimal]
+    total: Decimal
+    other_currencies: dict[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.keys
+
+    @property
+    def unattributed(self) -> Decimal:
+        return self.totals.get("unattributed", ZERO)
+
+    @property
+    def attributed(self) -> Decimal:
+        return self.total - self.unattributed
+
+    @property
+    def attributed_share(self) -> Decimal | None:
+        return self.attributed / self.total if self.total else None
+
+
+def _month_buckets(first: date, last: date) -> list[date]:
+    buckets, month = [], month_start(first)
+    while month <= last:
+        buckets.append(month)
+        month = (month + timedelta(days=32)).replace(day=1)
+    return buckets
+
+
+def spend_series(*, scope: SpendScope, period: Period, by: str = "workload") -> SpendSeries:
+    """Spend per day (per month past 92 days) by workload, cost kind or, for a model's cost of
+    ownership, "component" (the owners' workload, with storage apart)."""
+    dimensions = {
+        "workload": ("workload",),
+        "cost_kind": ("cost_kind",),
+        "component": ("workload", "cost_kind"),
+    }[by]
+    rows = (
+        scope.daily(period)
+        .values("day", *dimensions, "billing_currency")
+        .annotate(amount=Sum("effective_cost"))
+        .order_by()
+    )
+    per_day: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
+    others: dict[str, Decimal] = defaultdict(Decimal)
+    for row in rows:
+        if row["billing_currency"] != scope.currency:
+            others[row["billing_currency"]] += row["amount"]
+            continue
+        if by == "component":
+            key = "storage" if row["cost_kind"] == CostKind.STORAGE else row["workload"]
+        else:
+            key = row[by]
+        per_day[(row["day"], key)] += row["amount"]
+    first_day = min((day for day, _ in per_day), default=None)
+    bucket = period.bucket(first_day)
+    start = period.start or first_day
+    if start is None:
+        buckets = []
+    elif bucket == "day":
+        buckets = [start + timedelta(days=n) for n in range((period.end - start).days)]
+    else:
+        buckets = _month_buckets(start, period.last_day)
+    position = {b: i for i, b in enumerate(buckets)}
+    order = {"workload": WORKLOAD_ORDER, "cost_kind": COST_KIND_ORDER}.get(by, COMPONENT_ORDER)
+    values: dict[str, list[Decimal]] = {}
+    for (day, key), amount in per_day.items():
+        slot = day if bucket == "day" else month_start(day)
+        values.setdefault(key, [ZERO] * len(buckets))[position[slot]] += amount
+    keys = sorted(values, key=lambda k: (order.index(k) if k in order else len(order), k))
+    totals = {key: sum(values[key], ZERO) for key in keys}
+    return SpendSeries(
+        by=by,
+        bucket=bucket,
+        buckets=buckets,
+        keys=keys,
+        values={key: values[key] for key in keys},
+        totals=totals,
+        total=sum(totals.values(), ZERO),
+        other_currencies=dict(sorted(others.items())),
+    )
+
+
+# -- This month against the last, and budgets ----------------------------------------------------
+
+
+def run_rate_forecast(*, month_to_date: Decimal, elapsed_days: int, month_days: int):
+    """The month's end at the run rate so far; None before the month has a day of data."""
+    if elapsed_days <= 0:
+        return None
+    return (month_to_date * month_days / elapsed_days).quantize(CENT, ROUND_HALF_UP)
+
+
+@dataclass(frozen=True)
+class MonthSummary:
+    month: date
+    last_day: date | None  # the last day of this month the bill covers so far
+    elapsed_days: int
+    month_days: int
+    month_to_date: Decimal
+    last_month_same_days: Decimal  # last month's first `elapsed_days` days: like for like
+    last_month_total: Decimal
+    forecast: Decimal | None
+    by_project: dict[int, Decimal]
+
+    @property
+    def change(self) -> Decimal | None:
+        """Month to date against the same days of last month, as a fraction."""
+        if not self.last_month_same_days:
+            return None
+        return (self.month_to_date - self.last_month_same_days) / self.last_month_same_days
+
+    def project_forecast(self, project_id: int) -> Decimal | None:
+        return run_rate_forecast(
+            month_to_date=self.by_project.get(project_id, ZERO),
+            elapsed_days=self.elapsed_days,
+            month_days=self.month_days,
+        )
+
+
+def month_summary(*, scope: SpendScope, today: date, as_of: datetime | None) -> MonthSummary:
+    """This month so far against last month, and the run-rate forecast of the month's end.
+
+    The run rate counts the days the bill covers (up to "data as of"), not the calendar's: a bill
+    that lags two days must not read as a cheaper month.
+    """
+    this_month = month_start(today)
+    last_month = previous_month_start(today)
+    last_day = last_day_with_data(as_of, today=today)
+    elapsed = last_day.day if last_day and last_day >= this_month else 0
+    same_days_end = last_month + timedelta(days=min(elapsed, days_in_month(last_month)))
+    rows = (
+        scope.daily(Period(last_month, today + timedelta(days=1)))
+        .filter(billing_currency=scope.currency)
+        .annotate(
+            part=Case(
+                When(day__gte=this_month, then=Value("this")),
+                When(day__lt=same_days_end, then=Value("same")),
+                default=Value("rest"),
+            )
+        )
+        .values("part", "project_id")
+        .annotate(amount=Sum("effective_cost"))
+        .order_by()
+    )
+    parts: dict[str, Decimal] = defaultdict(Decimal)
+    by_project: dict[int, Decimal] = defaultdict(Decimal)
+    for row in rows:
+        parts[row["part"]] += row["amount"]
+        if row["part"] == "this" and row["project_id"] is not None:
+            by_project[row["project_id"]] += row["amount"]
+    month_days = days_in_month(today)
+    return MonthSummary(
+        month=this_month,
+        last_day=last_day if elapsed else None,
+        elapsed_days=elapsed,
+        month_days=month_days,
+        month_to_date=parts["this"],
+        last_month_same_days=parts["same"],
+        last_month_total=parts["same"] + parts["rest"],
+        forecast=run_rate_forecast(
+            month_to_date=parts["this"], elapsed_days=elapsed, month_days=month_days
+        ),
+        by_project=dict(by_project),
+    )
+
+
+@dataclass(frozen=True)
+class BudgetLine:
+    project: Project
+    budget: Decimal
+    month_to_date: Decimal
+    forecast: Decimal | None
+
+    @property
+    def status(self) -> str:
+        if self.month_to_date > self.budget:
+            return "over"
+        if self.forecast is not None and self.forecast > self.budget:
+            return "heading over"
+        return "on track"
+
+    @property
+    def forecast_share(self) -> Decimal | None:
+        """The forecast as a fraction of the budget."""
+        if self.forecast is None or not self.budget:
+            return None
+        return self.forecast / self.budget
+
+
+def budget_lines(*, projects: QuerySet[Project], summary: MonthSummary) -> list[BudgetLine]:
+    """Projects with a monthly budget, the ones furthest over (by forecast) first."""
+    lines = [
+        BudgetLine(
+            project=project,
+            budget=project.monthly_budget,
+            month_to_date=summary.by_project.get(project.pk, ZERO),
+            forecast=summary.project_forecast(project.pk),
+        )
+        for project in projects.filter(monthly_budget__isnull=False).select_related("team")
+    ]
+    lines.sort(
+        key=lambda line: (
+            -(line.forecast_share or (line.month_to_date / line.budget if line.budget else 0)),
+            line.project.name,
+        )
+    )
+    return lines
+
+
+# -- Who drives the spend: Pareto and movers -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """One project, experiment or deployment's spend in a period and in the one before."""
+
+    kind: str
+    pk: int
+    name: str
+    current: Decimal
+    previous: Decimal
+    parent: str = ""  # the project's name, or a deployment's model
+
+    @property
+    def change(self) -> Decimal:
+        return self.current - self.previous
+
+    @property
+    def change_share(self) -> Decimal | None:
+        return self.change / self.previous if self.previous else None
+
+
+def _current_and_previous(period: Period) -> dict:
+    current = Case(When(day__gte=period.start, then=F("effective_cost")), default=Value(ZERO))
+    previous = Case(When(day__lt=period.start, then=F("effective_cost")), default=Value(ZERO))
+    return {
+        "current": Sum(current, output_field=MONEY),
+        "previous": Sum(previous, output_field=MONEY),
+    }
+
+
+def project_changes(*, scope: SpendScope, period: Period) -> list[Change]:
+    """Every project with spend in the period or the one before (a bounded list: projects),
+    costliest now first. Unattributed spend is no project and is left out."""
+    previous = period.previous
+    if previous is None:  # all time: nothing before it
+        rows = (
+            scope.daily(period)
+            .filter(billing_currency=scope.currency, project__isnull=False)
+            .values("project_id", "project__name", "project__team__name")
+            .annotate(current=Sum("effective_cost"), previous=Value(ZERO, output_field=MONEY))
+        )
+    else:
+        rows = (
+            scope.daily(Period(previous.start, period.end))
+            .filter(billing_currency=scope.currency, project__isnull=False)
+            .values("project_id", "project__name", "project__team__name")
+            .annotate(**_current_and_previous(period))
+        )
+    changes = [
+        Change(
+            kind="project",
+            pk=row["project_id"],
+            name=row["project__name"],
+            current=row["current"],
+            previous=row["previous"],
+            parent=row["project__team__name"],
+        )
+        for row in rows.order_by()
+    ]
+    changes.sort(key=lambda change: (-change.current, change.name))
+    return changes
+
+
+def movers(changes: list[Change], *, limit: int = 10) -> list[Change]:
+    """The largest changes either way, largest first."""
+    moved = [change for change in changes if change.change]
+    moved.sort(key=lambda change: (-abs(change.change), change.name))
+    return moved[:limit]
+
+
+def owner_movers(*, scope: SpendScope, period: Period, kind: str, limit: int = 10) -> list[Change]:
+    """The experiments (or deployments) whose spend changed most against the period before,
+    cut to `limit` in the database: there may be thousands of runs."""
+    previous = period.previous
+    if previous is None:
+        return []
+    key = f"{kind}_id"
+    parent = f"{kind}__project__name" if kind == "experiment" else f"{kind}__model__name"
+    rows = (
+        scope.daily(Period(previous.start, period.end))
+        .filter(billing_currency=scope.currency, **{f"{key}__isnull": False})
+        .values(key, f"{kind}__name", parent)
+        .annotate(**_current_and_previous(period))
+        .annotate(change=F("current") - F("previous"))
+        .exclude(change=0)
+        .order_by(Abs("change").desc(), f"{kind}__name", key)[:limit]
+    )
+    return [
+        Change(
+            kind=kind,
+            pk=row[key],
+            name=row[f"{kind}__name"],
+            current=row["current"],
+            previous=row["previous"],
+            parent=row[parent] or "",
+        )
+        for row in rows
+    ]
+
+
+@dataclass(frozen=True)
+class ParetoItem:
+    pk: int | None
+    name: str
+    amount: Decimal
+    share: Decimal
+    cumulative_share: Decimal
+    parent: str = ""
+
+
+@dataclass(frozen=True)
+class Pareto:
+    """Things by spend, costliest first, with each one's share and the running share."""
+
+    noun: str  # plural: "projects"
+    items: list[ParetoItem]
+    total: Decimal
+
+    @property
+    def head(self) -> int:
+        """How many of the costliest make up 80% of the spend."""
+        for position, item in enumerate(self.items, start=1):
+            if item.cumulative_share >= PARETO_SHARE:
+                return position
+        return len(self.items)
+
+    @property
+    def head_share(self) -> Decimal | None:
+        return self.items[self.head - 1].cumulative_share if self.items else None
+
+    @property
+    def headline(self) -> str:
+        if not self.items:
+            return ""
+        share = int((self.head_share * 100).to_integral_value(rounding="ROUND_FLOOR"))
+        return f"{self.head} of {len(self.items)} {self.noun} are {share}% of the spend"
+
+
+def pareto(*, noun: str, amounts: list[tuple[int | None, str, Decimal, str]]) -> Pareto:
+    """(pk, name, amount, parent) in, a Pareto out. Credits (a negative net) have no share."""
+    positive = [item for item in amounts if item[2] > 0]
+    positive.sort(key=lambda item: (-item[2], item[1]))
+    total = sum((item[2] for item in positive), ZERO)
+    items, running = [], ZERO
+    for pk, name, amount, parent in positive:
+        running += amount
+        items.append(
+            ParetoItem(
+                pk=pk,
+                name=name,
+                amount=amount,
+                share=amount / total,
+                cumulative_share=running / total,
+                parent=parent,
+            )
+        )
+    return Pareto(noun=noun, items=items, total=total)
+
+
+def project_pareto(changes: list[Change]) -> Pareto:
+    return pareto(
+        noun="projects",
+        amounts=[(change.pk, change.name, change.current, change.parent) for change in changes],
+    )
+
+
+def model_pareto(*, scope: SpendScope, period: Period) -> Pareto:
+    """Spend by model: the runs that produced it and the deployments serving it."""
+    rows = (
+        scope.daily(period)
+        .filter(billing_currency=scope.currency)
+        .annotate(
+            model_id=Coalesce("experiment__model_id", "deployment__model_id"),
+            model_name=Coalesce("experiment__model__name", "deployment__model__name"),
+            model_project=Coalesce(
+                "experiment__model__project__name", "deployment__model__project__name"
+            ),
+        )
+        .exclude(model_id=None)
+        .values("model_id", "model_name", "model_project")
+        .annotate(amount=Sum("effective_cost"))
+        .order_by()
+    )
+    return pareto(
+        noun="models",
+        amounts=[
+            (row["model_id"], row["model_name"], row["amount"], row["model_project"])
+            for row in rows
+        ],
+    )
+
+
+# -- Unattributed spend --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnattributedResource:
+    resource_id: str
+    resource_name: str
+    provider_name: str
+    billing_account_id: str
+    sub_account_id: str
+    service_name: str
+    region_id: str
+    amount: Decimal
+    days: int
+    first_day: date
+    last_day: date
+
+
+def unattributed_rows(*, period: Period, currency: str, provider: str = "") -> QuerySet:
+    """Resources with spend nobody claimed in the period, grouped, costliest first."""
+    rows = _in_period(
+        DailyResourceCost.objects.filter(project__isnull=True, billing_currency=currency), period
+    )
+    if provider:
+        rows = rows.filter(provider_name=provider)
+    return (
+        rows.values("resource_id")
+        .annotate(
+            amount=Sum("effective_cost"),
+            resource_name=Max("resource_name"),
+            provider_name=Max("provider_name"),
+            billing_account_id=Max("billing_account_id"),
+            sub_account_id=Max("sub_account_id"),
+            service_name=Max("service_name"),
+            region_id=Max("region_id"),
+            days=Count("day", distinct=True),
+            first_day=Min("day"),
+            last_day=Max("day"),
+        )
+        .order_by("-amount", "resource_id")
+    )
+
+
+def unattributed_resources(
+    *, period: Period, currency: str, provider: str = "", limit: int | None = 10, offset: int = 0
+) -> list[UnattributedResource]:
+    rows = unattributed_rows(period=period, currency=currency, provider=provider)
+    rows = rows[offset : offset + limit] if limit is not None else rows[offset:]
+    return [UnattributedResource(**row) for row in rows]
+
+
+@dataclass(frozen=True)
+class UnattributedSummary:
+    amount: Decimal  # all unattributed spend, lines without a resource id included
+    resources: int
+    total: Decimal  # all spend in the same period and currency
+    other_currencies: dict[str, Decimal]
+
+    @property
+    def share(self) -> Decimal | None:
+        return self.amount / self.total if self.total else None
+
+    @property
+    def attributed_share(self) -> Decimal | None:
+        return None if self.share is None else 1 - self.share
+
+
+def unattributed_summary(
+    *, period: Period, currency: str, provider: str = ""
+) -> UnattributedSummary:
+    rows = _in_period(DailyCost.objects.all(), period)
+    resources = _in_period(DailyResourceCost.objects.filter(project__isnull=True), period)
+    if provider:
+        rows = rows.filter(provider_name=provider)
+        resources = resources.filter(provider_name=provider)
+    totals = (
+        rows.values("billing_currency")
+        .annotate(
+            amount=Sum("effective_cost", filter=Q(project__isnull=True)),
+            total=Sum("effective_cost"),
+        )
+        .order_by("billing_currency")
+    )
+    amount = total = ZERO
+    others = {}
+    for row in totals:
+        if row["billing_currency"] == currency:
+            amount, total = row["amount"] or ZERO, row["total"]
+        elif row["amount"]:
+            others[row["billing_currency"]] = row["amount"]
+    count = resources.filter(billing_currency=currency).values("resource_id").distinct().count()
+    return UnattributedSummary(amount=amount, resources=count, total=total, other_currencies=others)
+
+
+# -- Experiments and deployments with their cost -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExperimentCost:
+    pk: int
+    name: str
+    kind: str
+    status: str
+    project_name: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    amount: Decimal
+    cumulative_share: Decimal | None = None
+    gpu_hours: float | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == Experiment.Status.FAILED
+
+    @property
+    def cost_per_gpu_hour(self) -> Decimal | None:
+        if not self.gpu_hours:
+            return None
+        return self.amount / Decimal(str(self.gpu_hours))
+
+    def get_kind_display(self) -> str:
+        return Experiment.Kind(self.kind).label
+
+    def get_status_display(self) -> str:
+        return Experiment.Status(self.status).label
+
+
+@dataclass(frozen=True)
+class ExperimentCosts:
+    rows: list[ExperimentCost]  # the costliest, cut to the limit
+    runs: int  # experiments with spend in the period
+    total: Decimal
+    failed_runs: int
+    failed_total: Decimal
+
+    @property
+    def per_run(self) -> Decimal | None:
+        return self.total / self.runs if self.runs else None
+
+    @property
+    def failed_share(self) -> Decimal | None:
+        return self.failed_total / self.total if self.total else None
+
+    @property
+    def hidden(self) -> int:
+        return self.runs - len(self.rows)
+
+
+def experiment_costs(
+    *, scope: SpendScope, period: Period, limit: int | None = 50, gpu_hours: bool = True
+) -> ExperimentCosts:
+    """The experiments with spend in the period, costliest first, with GPU-hours (measured, from
+    the GPU rollup) for those listed; and the totals by status (a failed run's cost is waste)."""
+    rows = scope.daily(period).filter(billing_currency=scope.currency, experiment__isnull=False)
+    by_status = {
+        row["experiment__status"]: row
+        for row in rows.values("experiment__status")
+        .annotate(amount=Sum("effective_cost"), runs=Count("experiment_id", distinct=True))
+        .order_by()
+    }
+    total = sum((row["amount"] for row in by_status.values()), ZERO)
+    listed = (
+        rows.values(
+            "experiment_id",
+            "experiment__name",
+            "experiment__kind",
+            "experiment__status",
+            "experiment__project__name",
+            "experiment__started_at",
+            "experiment__ended_at",
+        )
+        .annotate(amount=Sum("effective_cost"))
+        .order_by("-amount", "experiment__name", "experiment_id")
+    )
+    listed = list(listed[:limit] if limit is not None else listed)
+    hours = (
+        gpu_hours_by_owner(experiment_ids=[row["experiment_id"] for row in listed], period=period)
+        if gpu_hours
+        else {}
+    )
+    out, running = [], ZERO
+    for row in listed:
+        running += row["amount"]
+        out.append(
+            ExperimentCost(
+                pk=row["experiment_id"],
+                name=row["experiment__name"],
+                kind=row["experiment__kind"],
+                status=row["experiment__status"],
+                project_name=row["experiment__project__name"],
+                started_at=row["experiment__started_at"],
+                ended_at=row["experiment__ended_at"],
+                amount=row["amount"],
+                cumulative_share=running / total if total > 0 else None,
+                gpu_hours=hours.get(("experiment", row["experiment_id"])) if gpu_hours else None,
+            )
+        )
+    failed = by_status.get(Experiment.Status.FAILED, {"amount": ZERO, "runs": 0})
+    return ExperimentCosts(
+        rows=out,
+        runs=sum(row["runs"] for row in by_status.values()),
+        total=total,
+        failed_runs=failed["runs"],
+        failed_total=failed["amount"],
+    )
+
+
+@dataclass(frozen=True)
+class DeploymentCost:
+    pk: int
+    name: str
+    model_name: str
+    project_name: str
+    amount: Decimal
+    requests: int | None  # None: no traffic reported in the period
+    gpu_hours: float | None = None
+
+    @property
+    def cost_per_thousand_requests(self) -> Decimal | None:
+        if not self.requests:
+            return None
+        return self.amount * 1000 / self.requests
+
+
+def deployment_costs(
+    *, scope: SpendScope, period: Period, limit: int | None = 50, gpu_hours: bool = True
+) -> list[DeploymentCost]:
+    """Deployments with spend in the period, costliest first, with the requests they served in
+    it (where their serving stack reports traffic) and their measured GPU-hours."""
+    rows = (
+        scope.daily(period)
+        .filter(billing_currency=scope.currency, deployment__isnull=False)
+        .values(
+            "deployment_id",
+            "deployment__name",
+            "deployment__model__name",
+            "deployment__project__name",
+        )
+        .annotate(amount=Sum("effective_cost"))
+        .order_by("-amount", "deployment__name", "deployment_id")
+    )
+    rows = list(rows[:limit] if limit is not None else rows)
+    ids = [row["deployment_id"] for row in rows]
+    traffic = {}
+    if ids:
+        start, end = _moments(period)
+        hours = TrafficHour.objects.filter(deployment_id__in=ids, hour__lt=end)
+        if start is not None:
+            hours = hours.filter(hour__gte=start)
+        traffic = dict(
+            hours.values("deployment_id")
+            .annotate(requests=Sum("requests"))
+            .order_by()
+            .values_list("deployment_id", "requests")
+        )
+    hours_by_owner = gpu_hours_by_owner(deployment_ids=ids, period=period) if gpu_hours else {}
+    return [
+        DeploymentCost(
+            pk=row["deployment_id"],
+            name=row["deployment__name"],
+            model_name=row["deployment__model__name"],
+            project_name=row["deployment__project__name"],
+            amount=row["amount"],
+            requests=traffic.get(row["deployment_id"]),
+            gpu_hours=hours_by_owner.get(("deployment", row["deployment_id"])),
+        )
+        for row in rows
+    ]
+
+
+def _moments(period: Period) -> tuple[datetime | None, datetime]:
+    """The period as UTC moments [start, end) (start None: from the beginning)."""
+    start = (
+        datetime.combine(period.start, time.min, tzinfo=UTC) if period.start is not None else None
+    )
+    return start, datetime.combine(period.end, time.min, tzinfo=UTC)
+
+
+# -- GPU-hours of runs and deployments -----------------------------------------------------------
+
+
+def _tail(resource_id: str) -> str:
+    """`arn:aws:ec2:...:instance/i-0abc` and `i-0abc` name the same instance (as apps.gpu)."""
+    return resource_id.rstrip("/").rsplit("/", 1)[-1]
+
+
+USE_COLUMNS = ("kind", "owner", "resource_id", "started_at", "ended_at", "owner_start", "owner_end")
+
+
+def gpu_hours_by_owner(
+    *,
+    experiment_ids: list[int] = (),
+    deployment_ids: list[int] = (),
+    period: Period | None = None,
+) -> dict[tuple[str, int], float]:
+    """GPU-hours measured on the resources these runs and deployments registered, in the period,
+    in four queries whatever their number and the GPU rollup's size.
+
+    The same rules as apps.gpu.selectors (which reads one owner at a time): a GPU belongs to a
+    billed resource by its series label, else its host's mapping, else a registered resource id
+    naming the host; a GPU-hour counts its GPU's share (a MIG slice is a fraction) and only with
+    utilisation samples; an owner's hours are those inside the registration's window (its own,
+    else the owner's).
+    """
+    if not experiment_ids and not deployment_ids:
+        return {}
+    uses = list(
+        ExperimentResource.objects.filter(experiment_id__in=experiment_ids)
+        .annotate(
+            kind=Value("experiment"),
+            owner=F("experiment_id"),
+            owner_start=F("experiment__started_at"),
+            owner_end=F("experiment__ended_at"),
+        )
+        .values_list(*USE_COLUMNS)
+        .union(
+            DeploymentResource.objects.filter(deployment_id__in=deployment_ids)
+            .annotate(
+                kind=Value("deployment"),
+                owner=F("deployment_id"),
+                owner_start=F("deployment__started_at"),
+                owner_end=F("deployment__ended_at"),
+            )
+            .values_list(*USE_COLUMNS),
+            all=True,
+        )
+    )
+    if not uses:
+        return {}
+    keys = {rid for _, _, rid, *_ in uses} | {_tail(rid) for _, _, rid, *_ in uses}
+    gpus = list(
+        Gpu.objects.filter(
+            Q(resource_label__in=keys)
+            | Q(host__in=keys)
+            | Q(host__in=HostMapping.objects.filter(resource_id__in=keys).values("host"))
+        ).values_list("pk", "host", "resource_label")
+    )
+    mappings = dict(
+        HostMapping.objects.filter(host__in={host for _, host, _ in gpus}).values_list(
+            "host", "resource_id"
+        )
+    )
+    by_key: dict[str, set[int]] = defaultdict(set)
+    for pk, host, label in gpus:
+        if label:
+            resolved = label
+        elif host in mappings:
+            resolved = mappings[host]
+        elif host in keys:
+            resolved = host
+        else:
+            continue
+        by_key[resolved].add(pk)
+        by_key[_tail(resolved)].add(pk)
+    conditions: dict[tuple[str, int], Q] = {}
+    for kind, owner, rid, started, ended, owner_start, owner_end in uses:
+        gpu_ids = by_key.get(rid, set()) | by_key.get(_tail(rid), set())
+        if not gpu_ids:
+            continue
+        condition = Q(gpu_id__in=sorted(gpu_ids))
+        start, end = started or owner_start, ended or owner_end
+        if start:
+            condition &= Q(hour__gte=start.replace(minute=0, second=0, microsecond=0))
+        if end:
+            condition &= Q(hour__lt=end)
+        key = (kind, owner)
+        conditions[key] = conditions[key] | condition if key in conditions else condition
+    if not conditions:
+        return {}
+    hours = GpuHour.objects.filter(util_samples__gt=0)
+    if period is not None:
+        start, end = _moments(period)
+        hours = hours.filter(hour__lt=end)
+        if start is not None:
+            hours = hours.filter(hour__gte=start)
+    either = Q()
+    for condition in conditions.values():
+        either |= condition
+    names = {key: f"o{index}" for index, key in enumerate(conditions)}
+    totals = hours.filter(either).aggregate(
+        **{
+            names[key]: Sum(
+                Case(When(condition, then=F("gpu__share")), default=Value(0.0)),
+                output_field=FloatField(),
+            )
+            for key, condition in conditions.items()
+        }
+    )
+    return {key: totals[name] or 0.0 for key, name in names.items()}
+
+
+# -- Where the money goes: provider, region, service, pricing ------------------------------------
+
+
+@dataclass(frozen=True)
+class BreakdownRow:
+    value: str
+    label: str
+    amount: Decimal
+    share: Decimal | None
+
+
+BREAKDOWNS = (
+    ("provider_name", "Provider"),
+    ("region_id", "Region"),
+    ("service_name", "Service"),
+    ("pricing_category", "Pricing"),
+)
+
+
+def spend_breakdown(
+    *, scope: SpendScope, period: Period, dimensions: tuple[str, ...] | None = None
+) -> dict[str, list[BreakdownRow]]:
+    """Spend by provider, region, service and pricing category (on-demand, spot, committed), in
+    one query: the combinations of a project's bill are few."""
+    dimensions = dimensions or tuple(name for name, _ in BREAKDOWNS)
+    rows = (
+        scope.daily(period)
+        .filter(billing_currency=scope.currency)
+        .values(*dimensions)
+        .annotate(amount=Sum("effective_cost"))
+        .order_by()
+    )
+    sums: dict[str, dict[str, Decimal]] = {name: defaultdict(Decimal) for name in dimensions}
+    total = ZERO
+    for row in rows:
+        total += row["amount"]
+        for name in dimensions:
+            sums[name][row[name]] += row["amount"]
+    out = {}
+    for name in dimensions:
+        items = sorted(sums[name].items(), key=lambda item: (-item[1], item[0]))
+        out[name] = [
+            BreakdownRow(
+                value=value,
+                label=_breakdown_label(name, value),
+                amount=amount,
+                share=amount / total if total else None,
+            )
+            for value, amount in items
+        ]
+    return out
+
+
+def _breakdown_label(dimension: str, value: str) -> str:
+    if dimension == "pricing_category":
+        return PRICING_LABELS.get(value, value)
+    return value or "(none)"

@@ -1,0 +1,663 @@
+"""The attribution pages: the overview (home), unattributed spend, and the spend sections of the
+project, model, experiment and deployment pages (their views call the `*_spend` helpers here).
+
+Every page takes its date range and filters from the URL (apps/billing/filters.py). A request htmx
+makes for the `#spend` element gets that part of the page only; every table has a CSV export at
+`…/spend.csv?table=<name>&<the same filters>`.
+"""
+
+from datetime import UTC, date
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods
+
+from apps.accounts.models import Organization, Team
+from apps.accounts.selectors import (
+    deployment_for_user,
+    experiment_for_user,
+    model_for_user,
+    project_for_user,
+    projects_editable_by,
+    projects_visible_to,
+)
+from apps.projects.models import AllocationRule, Project, Workload
+from costsite.htmx import redirect_after_save
+
+from . import selectors
+from .charts import pareto_chart, spend_over_time_chart
+from .csv_export import csv_response
+from .filters import SpendFilters, spend_filters_from
+from .forms_attribution import ClaimForm
+from .services_attribution import unattributed_claim as claim_service
+
+UNATTRIBUTED_PER_PAGE = 25
+CLAIM_RULE_PREFIX = "Claimed on the unattributed page"
+
+
+def today() -> date:
+    """Rollup days are UTC days, so "today" is the UTC one."""
+    return timezone.now().astimezone(UTC).date()
+
+
+def _org(request: HttpRequest) -> Organization:
+    # The organisation middleware fetched it for this request already.
+    return getattr(request, "_costsite_org", None) or Organization.get()
+
+
+def _wants_spend(request: HttpRequest) -> bool:
+    return bool(request.htmx) and request.htmx.target == "spend"
+
+
+def _common(request: HttpRequest, filters: SpendFilters, export_url: str) -> dict:
+    return {
+        "filters": filters,
+        "form": filters.form,
+        "currency": _org(request).currency,
+        "export_url": export_url,
+        "export_query": filters.query_string,
+        "data_as_of": selectors.data_as_of(),
+    }
+
+
+# -- The overview ------------------------------------------------------------------------------
+
+
+def _overview_filters(request: HttpRequest) -> SpendFilters:
+    user = request.user
+    teams = Team.objects.all() if user.is_staff else Team.objects.filter(memberships__user=user)
+    return spend_filters_from(
+        request.GET,
+        today=today(),
+        teams=teams.distinct().order_by("name"),
+        projects=projects_visible_to(user=request.user).order_by("name"),
+        providers=selectors.providers_billed(),
+    )
+
+
+def _overview_scope(request: HttpRequest, filters: SpendFilters) -> selectors.SpendScope:
+    return selectors.overview_scope(
+        user=request.user,
+        currency=_org(request).currency,
+        team=filters.team,
+        project=filters.project,
+        provider=filters.provider,
+        workload=filters.workload,
+    )
+
+
+def overview_context(request: HttpRequest) -> dict:
+    filters = _overview_filters(request)
+    scope = _overview_scope(request, filters)
+    period = filters.period
+    context = _common(request, filters, reverse("overview_export"))
+    series = selectors.spend_series(scope=scope, period=period)
+    summary = selectors.month_summary(scope=scope, today=today(), as_of=context["data_as_of"])
+    budget_projects = (
+        Project.objects.all() if request.user.is_staff else projects_visible_to(user=request.user)
+    )
+    if filters.team:
+        budget_projects = budget_projects.filter(team=filters.team)
+    if filters.project:
+        budget_projects = budget_projects.filter(pk=filters.project.pk)
+    changes = selectors.project_changes(scope=scope, period=period)
+    projects = selectors.project_pareto(changes)
+    models = selectors.model_pareto(scope=scope, period=period)
+    context.update(
+        series=series,
+        spend_chart=spend_over_time_chart(series=series, currency=scope.currency),
+        summary=summary,
+        budgets=selectors.budget_lines(projects=budget_projects, summary=summary)[:10],
+        projects=projects,
+        projects_chart=pareto_chart(pareto=projects, currency=scope.currency, id="project-pareto"),
+        models=models,
+        models_chart=pareto_chart(pareto=models, currency=scope.currency, id="model-pareto"),
+        project_movers=selectors.movers(changes) if period.previous else [],
+        experiment_movers=selectors.owner_movers(scope=scope, period=period, kind="experiment"),
+        deployment_movers=selectors.owner_movers(scope=scope, period=period, kind="deployment"),
+        shows_unattributed=scope.unattributed,
+        unattributed=selectors.unattributed_resources(
+            period=period, currency=scope.currency, provider=filters.provider
+        )
+        if scope.unattributed and filters.workload in ("", Workload.UNATTRIBUTED)
+        else [],
+    )
+    return context
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    template = "billing/overview.html#spend" if _wants_spend(request) else "billing/overview.html"
+    return render(request, template, overview_context(request))
+
+
+def _change_rows(changes) -> list[list]:
+    return [
+        [c.kind, c.name, c.parent, c.previous, c.current, c.change, c.change_share]
+        for c in changes
+    ]
+
+
+CHANGE_HEADER = ["kind", "name", "of", "previous_period", "this_period", "change", "change_share"]
+
+
+@login_required
+def overview_export(request: HttpRequest) -> HttpResponse:
+    filters = _overview_filters(request)
+    scope = _overview_scope(request, filters)
+    period, table = filters.period, request.GET.get("table", "spend")
+    if table == "spend":
+        return _series_csv("spend", selectors.spend_series(scope=scope, period=period), scope)
+    if table == "projects":
+        changes = selectors.project_changes(scope=scope, period=period)
+        return _pareto_csv("projects", selectors.project_pareto(changes), scope, "team")
+    if table == "models":
+        return _pareto_csv(
+            "models", selectors.model_pareto(scope=scope, period=period), scope, "project"
+        )
+    if table == "movers":
+        changes = selectors.project_changes(scope=scope, period=period)
+        rows = (
+            selectors.movers(changes, limit=len(changes)) if period.previous else []
+        ) + [
+            change
+            for kind in ("experiment", "deployment")
+            for change in selectors.owner_movers(
+                scope=scope, period=period, kind=kind, limit=1000
+            )
+        ]
+        return csv_response(
+            filename="spend-movers.csv", header=CHANGE_HEADER, rows=_change_rows(rows)
+        )
+    if table == "budgets":
+        summary = selectors.month_summary(scope=scope, today=today(), as_of=selectors.data_as_of())
+        projects = (
+            Project.objects.all()
+            if request.user.is_staff
+            else projects_visible_to(user=request.user)
+        )
+        lines = selectors.budget_lines(projects=projects, summary=summary)
+        return csv_response(
+            filename="budgets.csv",
+            header=["project", "team", "currency", "budget", "month_to_date", "forecast", "status"],
+            rows=[
+                [
+                    line.project.name,
+                    line.project.team.name,
+                    scope.currency,
+                    line.budget,
+                    line.month_to_date,
+                    line.forecast,
+                    line.status,
+                ]
+                for line in lines
+            ],
+        )
+    if table == "unattributed" and scope.unattributed:
+        return _unattributed_csv(filters)
+    raise Http404("No such table.")
+
+
+# -- CSV tables shared by the pages ------------------------------------------------------------
+
+
+def _series_csv(name: str, series: selectors.SpendSeries, scope) -> HttpResponse:
+    rows = [
+        [bucket, key, scope.currency, series.values[key][index]]
+        for index, bucket in enumerate(series.buckets)
+        for key in series.keys
+    ] + [["", "", currency, amount] for currency, amount in series.other_currencies.items()]
+    return csv_response(
+        filename=f"{name}.csv",
+        header=[series.bucket, series.by, "currency", "spend"],
+        rows=rows,
+    )
+
+
+def _pareto_csv(name: str, pareto: selectors.Pareto, scope, parent: str) -> HttpResponse:
+    return csv_response(
+        filename=f"spend-by-{name}.csv",
+        header=[name.rstrip("s"), parent, "currency", "spend", "share", "cumulative_share"],
+        rows=[
+            [item.name, item.parent, scope.currency, item.amount, item.share, item.cumulative_share]
+            for item in pareto.items
+        ],
+    )
+
+
+def _experiments_csv(scope, period) -> HttpResponse:
+    costs = selectors.experiment_costs(scope=scope, period=period, limit=None)
+    return csv_response(
+        filename="experiments-spend.csv",
+        header=[
+            "experiment",
+            "project",
+            "kind",
+            "status",
+            "currency",
+            "spend",
+            "gpu_hours",
+            "cost_per_gpu_hour",
+            "cumulative_share",
+        ],
+        rows=[
+            [
+                row.name,
+                row.project_name,
+                row.kind,
+                row.status,
+                scope.currency,
+                row.amount,
+                row.gpu_hours,
+                row.cost_per_gpu_hour,
+                row.cumulative_share,
+            ]
+            for row in costs.rows
+        ],
+    )
+
+
+def _deployments_csv(scope, period) -> HttpResponse:
+    rows = selectors.deployment_costs(scope=scope, period=period, limit=None)
+    return csv_response(
+        filename="deployments-spend.csv",
+        header=[
+            "deployment",
+            "model",
+            "project",
+            "currency",
+            "spend",
+            "requests",
+            "cost_per_1000_requests",
+            "gpu_hours",
+        ],
+        rows=[
+            [
+                row.name,
+                row.model_name,
+                row.project_name,
+                scope.currency,
+                row.amount,
+                row.requests,
+                row.cost_per_thousand_requests,
+                row.gpu_hours,
+            ]
+            for row in rows
+        ],
+    )
+
+
+def _breakdown_csv(scope, period, dimensions=None) -> HttpResponse:
+    breakdown = selectors.spend_breakdown(scope=scope, period=period, dimensions=dimensions)
+    return csv_response(
+        filename="spend-breakdown.csv",
+        header=["dimension", "value", "currency", "spend", "share"],
+        rows=[
+            [dimension, row.label, scope.currency, row.amount, row.share]
+            for dimension, rows in breakdown.items()
+            for row in rows
+        ],
+    )
+
+
+def _unattributed_csv(filters: SpendFilters) -> HttpResponse:
+    currency = Organization.get().currency
+    resources = selectors.unattributed_resources(
+        period=filters.period, currency=currency, provider=filters.provider, limit=None
+    )
+    return csv_response(
+        filename="unattributed-spend.csv",
+        header=[
+            "resource_id",
+            "resource_name",
+            "provider",
+            "billing_account",
+            "sub_account",
+            "service",
+            "region",
+            "currency",
+            "spend",
+            "days",
+            "first_day",
+            "last_day",
+        ],
+        rows=[
+            [
+                r.resource_id,
+                r.resource_name,
+                r.provider_name,
+                r.billing_account_id,
+                r.sub_account_id,
+                r.service_name,
+                r.region_id,
+                currency,
+                r.amount,
+                r.days,
+                r.first_day,
+                r.last_day,
+            ]
+            for r in resources
+        ],
+    )
+
+
+# -- A project's spend -------------------------------------------------------------------------
+
+
+def _project_filters(request: HttpRequest) -> SpendFilters:
+    return spend_filters_from(
+        request.GET,
+        today=today(),
+        dimensions=("provider", "workload"),
+        providers=selectors.providers_billed(),
+        workloads=[(value, label) for value, label in Workload.choices if value != "unattributed"],
+    )
+
+
+def project_spend(request: HttpRequest, *, project: Project) -> dict:
+    """The spend section of the project page (apps/projects/views.py renders it)."""
+    filters = _project_filters(request)
+    currency = _org(request).currency
+    scope = selectors.project_scope(
+        project=project, currency=currency, provider=filters.provider, workload=filters.workload
+    )
+    period = filters.period
+    context = _common(
+        request, filters, reverse("project_spend_export", args=[project.slug])
+    )
+    series = selectors.spend_series(scope=scope, period=period)
+    summary = selectors.month_summary(scope=scope, today=today(), as_of=context["data_as_of"])
+    context.update(
+        series=series,
+        spend_chart=spend_over_time_chart(series=series, currency=currency),
+        summary=summary,
+        budget=selectors.budget_lines(
+            projects=Project.objects.filter(pk=project.pk), summary=summary
+        ),
+        experiment_costs=selectors.experiment_costs(scope=scope, period=period),
+        deployment_costs=selectors.deployment_costs(scope=scope, period=period),
+        breakdown=selectors.spend_breakdown(scope=scope, period=period),
+        experiment_movers=selectors.owner_movers(scope=scope, period=period, kind="experiment"),
+        deployment_movers=selectors.owner_movers(scope=scope, period=period, kind="deployment"),
+    )
+    return context
+
+
+@login_required
+def project_spend_export(request: HttpRequest, slug: str) -> HttpResponse:
+    project = project_for_user(user=request.user, slug=slug)
+    filters = _project_filters(request)
+    scope = selectors.project_scope(
+        project=project,
+        currency=_org(request).currency,
+        provider=filters.provider,
+        workload=filters.workload,
+    )
+    period, table = filters.period, request.GET.get("table", "spend")
+    if table == "spend":
+        return _series_csv(
+            f"{project.slug}-spend", selectors.spend_series(scope=scope, period=period), scope
+        )
+    if table == "experiments":
+        return _experiments_csv(scope, period)
+    if table == "deployments":
+        return _deployments_csv(scope, period)
+    if table == "breakdown":
+        return _breakdown_csv(scope, period)
+    if table == "movers":
+        changes = [
+            change
+            for kind in ("experiment", "deployment")
+            for change in selectors.owner_movers(
+                scope=scope, period=period, kind=kind, limit=1000
+            )
+        ]
+        return csv_response(
+            filename=f"{project.slug}-movers.csv", header=CHANGE_HEADER, rows=_change_rows(changes)
+        )
+    raise Http404("No such table.")
+
+
+# -- A model's cost of ownership ----------------------------------------------------------------
+
+
+def _owner_filters(request: HttpRequest, default_preset: str) -> SpendFilters:
+    return spend_filters_from(
+        request.GET,
+        today=today(),
+        default_preset=default_preset,
+        dimensions=("provider",),
+        providers=selectors.providers_billed(),
+    )
+
+
+def model_spend(request: HttpRequest, *, model) -> dict:
+    """The model page's cost of ownership: the runs that produced it, the deployments serving it
+    and their storage, over time (all time unless a range is chosen)."""
+    filters = _owner_filters(request, "all")
+    currency = _org(request).currency
+    scope = selectors.model_scope(
+        model=model, user=request.user, currency=currency, provider=filters.provider
+    )
+    context = _common(request, filters, reverse("model_spend_export", args=[model.pk]))
+    series = selectors.spend_series(scope=scope, period=filters.period, by="component")
+    context.update(
+        series=series,
+        spend_chart=spend_over_time_chart(
+            series=series,
+            currency=currency,
+            empty_message="No spend on this model's runs or deployments in this period: register "
+            "the resources they ran on, or pick a longer range.",
+        ),
+        experiment_costs=selectors.experiment_costs(scope=scope, period=filters.period),
+        deployment_costs=selectors.deployment_costs(scope=scope, period=filters.period),
+    )
+    return context
+
+
+@login_required
+def model_spend_export(request: HttpRequest, model_pk: int) -> HttpResponse:
+    model = model_for_user(user=request.user, pk=model_pk)
+    filters = _owner_filters(request, "all")
+    scope = selectors.model_scope(
+        model=model, user=request.user, currency=_org(request).currency, provider=filters.provider
+    )
+    table = request.GET.get("table", "spend")
+    if table == "spend":
+        series = selectors.spend_series(scope=scope, period=filters.period, by="component")
+        return _series_csv(f"model-{model.pk}-spend", series, scope)
+    if table == "experiments":
+        return _experiments_csv(scope, filters.period)
+    if table == "deployments":
+        return _deployments_csv(scope, filters.period)
+    raise Http404("No such table.")
+
+
+# -- An experiment's and a deployment's spend ---------------------------------------------------
+
+
+def _owner_spend(request, *, scope, filters, export_url: str) -> dict:
+    context = _common(request, filters, export_url)
+    series = selectors.spend_series(scope=scope, period=filters.period, by="cost_kind")
+    context.update(
+        series=series,
+        spend_chart=spend_over_time_chart(
+            series=series,
+            currency=scope.currency,
+            id="owner-spend",
+            empty_message="No billed spend attributed here in this period: register the "
+            "resource ids it ran on, or pick a longer range.",
+        ),
+        services=selectors.spend_breakdown(
+            scope=scope, period=filters.period, dimensions=("service_name",)
+        )["service_name"],
+    )
+    return context
+
+
+def experiment_spend(request: HttpRequest, *, experiment) -> dict:
+    """The experiment page's spend: all of the run's life unless a range is chosen."""
+    filters = _owner_filters(request, "all")
+    scope = selectors.experiment_scope(
+        experiment=experiment, currency=_org(request).currency, provider=filters.provider
+    )
+    context = _owner_spend(
+        request,
+        scope=scope,
+        filters=filters,
+        export_url=reverse("experiment_spend_export", args=[experiment.pk]),
+    )
+    hours = selectors.gpu_hours_by_owner(experiment_ids=[experiment.pk], period=filters.period)
+    gpu_hours = hours.get(("experiment", experiment.pk))
+    context.update(
+        gpu_hours=gpu_hours,
+        cost_per_gpu_hour=context["series"].total / _decimal(gpu_hours) if gpu_hours else None,
+    )
+    return context
+
+
+def deployment_spend(request: HttpRequest, *, deployment) -> dict:
+    filters = _owner_filters(request, "30d")
+    scope = selectors.deployment_scope(
+        deployment=deployment, currency=_org(request).currency, provider=filters.provider
+    )
+    context = _owner_spend(
+        request,
+        scope=scope,
+        filters=filters,
+        export_url=reverse("deployment_spend_export", args=[deployment.pk]),
+    )
+    costs = selectors.deployment_costs(scope=scope, period=filters.period, limit=1)
+    context["deployment_cost"] = costs[0] if costs else None
+    return context
+
+
+def _decimal(value: float):
+    from decimal import Decimal
+
+    return Decimal(str(value))
+
+
+def _owner_export(request, *, scope, filters, name: str) -> HttpResponse:
+    table = request.GET.get("table", "spend")
+    if table == "spend":
+        series = selectors.spend_series(scope=scope, period=filters.period, by="cost_kind")
+        return _series_csv(name, series, scope)
+    if table == "services":
+        return _breakdown_csv(scope, filters.period, dimensions=("service_name",))
+    raise Http404("No such table.")
+
+
+@login_required
+def experiment_spend_export(request: HttpRequest, experiment_pk: int) -> HttpResponse:
+    experiment = experiment_for_user(user=request.user, pk=experiment_pk)
+    filters = _owner_filters(request, "all")
+    scope = selectors.experiment_scope(
+        experiment=experiment, currency=_org(request).currency, provider=filters.provider
+    )
+    return _owner_export(
+        request, scope=scope, filters=filters, name=f"experiment-{experiment.pk}-spend"
+    )
+
+
+@login_required
+def deployment_spend_export(request: HttpRequest, deployment_pk: int) -> HttpResponse:
+    deployment = deployment_for_user(user=request.user, pk=deployment_pk)
+    filters = _owner_filters(request, "30d")
+    scope = selectors.deployment_scope(
+        deployment=deployment, currency=_org(request).currency, provider=filters.provider
+    )
+    return _owner_export(
+        request, scope=scope, filters=filters, name=f"deployment-{deployment.pk}-spend"
+    )
+
+
+# -- Unattributed spend --------------------------------------------------------------------------
+
+
+def _require_unattributed(request: HttpRequest) -> None:
+    if not selectors.sees_unattributed(user=request.user):
+        raise Http404("Unattributed spend is for staff and team leads.")
+
+
+def _unattributed_filters(request: HttpRequest) -> SpendFilters:
+    return spend_filters_from(
+        request.GET,
+        today=today(),
+        dimensions=("provider",),
+        providers=selectors.providers_billed(),
+    )
+
+
+def unattributed_context(request: HttpRequest, *, claim_form: ClaimForm | None = None) -> dict:
+    filters = _unattributed_filters(request)
+    currency = _org(request).currency
+    context = _common(request, filters, reverse("unattributed_export"))
+    rows = selectors.unattributed_rows(
+        period=filters.period, currency=currency, provider=filters.provider
+    )
+    page = Paginator(rows, UNATTRIBUTED_PER_PAGE).get_page(request.GET.get("page"))
+    context.update(
+        summary=selectors.unattributed_summary(
+            period=filters.period, currency=currency, provider=filters.provider
+        ),
+        page=page,
+        resources=[selectors.UnattributedResource(**row) for row in page.object_list],
+        page_query=filters.query_string,
+        claim_form=claim_form,
+        recent_claims=AllocationRule.objects.filter(name__startswith=CLAIM_RULE_PREFIX)
+        .select_related("project", "experiment", "deployment", "created_by")
+        .order_by("-created_at", "-pk")[:5],
+    )
+    return context
+
+
+@login_required
+def unattributed(request: HttpRequest) -> HttpResponse:
+    _require_unattributed(request)
+    template = (
+        "billing/unattributed.html#spend" if _wants_spend(request) else "billing/unattributed.html"
+    )
+    return render(request, template, unattributed_context(request))
+
+
+@login_required
+def unattributed_export(request: HttpRequest) -> HttpResponse:
+    _require_unattributed(request)
+    return _unattributed_csv(_unattributed_filters(request))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def unattributed_claim(request: HttpRequest) -> HttpResponse:
+    """Assign one unattributed resource, or a pattern of resource ids, to a project (or one of
+    its experiments or deployments) of a team the user leads; staff to any."""
+    _require_unattributed(request)
+    form = ClaimForm(
+        request.POST or None,
+        projects=projects_editable_by(user=request.user),
+        initial={"resource_id": request.GET.get("resource", "")},
+    )
+    back = reverse("unattributed") + (f"?{request.GET.urlencode()}" if request.GET else "")
+    if request.method == "POST" and form.is_valid():
+        claim = claim_service(created_by=request.user, **form.claim_arguments())
+        messages.success(request, form.moved_message(claim, currency=_org(request).currency))
+        return redirect_after_save(request, back)
+    template = "billing/claim.html#claim-form" if request.htmx else "billing/claim.html"
+    return render(
+        request,
+        template,
+        {
+            "form": form,
+            "back": back,
+            "resource": form.initial.get("resource_id") or form.data.get("resource_id", ""),
+            "action": reverse("unattributed_claim")
+            + (f"?{urlencode(request.GET)}" if request.GET else ""),
+        },
+    )

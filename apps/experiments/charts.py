@@ -1,0 +1,38 @@
+"""Figures for the experiment page, built from selector output (costsite/charts.py's pattern)."""
+
+import plotly.graph_objects as go
+
+from costsite.charts import Chart, chart_from_figure
+
+from .selectors import MetricSeries
+
+
+def metrics_chart(*, series: list[MetricSeries]) -> Chart:
+    """One line per metric by training step. The loss curves are drawn; other metrics (accuracy,
+    learning rate) are one click away in the legend, as their scales rarely match the loss's."""
+    empty = (
+        "No metrics reported yet: a training script sends its loss by step through the API "
+        "(see “Registering runs from a training script” in the README)."
+    )
+    if not series:
+        return chart_from_figure(id="metrics", figure=None, empty_message=empty)
+    has_loss = any("loss" in one.name.lower() for one in series)
+    figure = go.Figure()
+    for one in series:
+        shown = not has_loss or "loss" in one.name.lower()
+        figure.add_scatter(
+            name=one.name,
+            x=one.steps,
+            y=one.values,
+            mode="lines" if len(one.steps) > 1 else "markers",
+            visible=True if shown else "legendonly",
+            hovertemplate="step %{x}: %{y}<extra>" + one.name + "</extra>",
+        )
+    figure.update_layout(
+        xaxis={"title": "step", "rangemode": "tozero"},
+        yaxis={"title": "value"},
+        height=320,
+    )
+    return chart_from_figure(
+        id="metrics", figure=figure, empty_message=empty, label="Metrics by training step"
+    )

@@ -1,0 +1,78 @@
+from django.contrib import admin
+
+from .models import Gpu, GpuHour, HostMapping, MetricImport, MetricSource
+
+
+@admin.register(MetricSource)
+class MetricSourceAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "kind",
+        "url",
+        "health",
+        "is_paused",
+        "last_success_at",
+        "interval_seconds",
+    ]
+    list_filter = ["kind", "health", "is_paused"]
+    search_fields = ["name", "url", "host"]
+    readonly_fields = [
+        "health",
+        "last_error",
+        "consecutive_failures",
+        "last_attempt_at",
+        "last_success_at",
+        "last_failure_at",
+        "last_samples",
+        "created_at",
+        "updated_at",
+    ]
+
+
+@admin.register(Gpu)
+class GpuAdmin(admin.ModelAdmin):
+    list_display = [
+        "__str__",
+        "uuid",
+        "mig_instance",
+        "model_name",
+        "resource_label",
+        "last_seen_at",
+    ]
+    list_filter = ["model_name"]
+    search_fields = ["uuid", "host", "resource_label", "workload"]
+    raw_id_fields = ["parent"]
+
+
+@admin.register(HostMapping)
+class HostMappingAdmin(admin.ModelAdmin):
+    list_display = ["host", "resource_id", "note", "created_by", "updated_at"]
+    search_fields = ["host", "resource_id", "note"]
+    raw_id_fields = ["created_by"]
+
+
+@admin.register(GpuHour)
+class GpuHourAdmin(admin.ModelAdmin):
+    """Read-only: the rollup is written by imports alone."""
+
+    list_display = ["gpu", "hour", "samples", "util_mean", "idle_share", "power_watts"]
+    date_hierarchy = "hour"
+    search_fields = ["gpu__uuid", "gpu__host"]
+    list_select_related = ["gpu"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(MetricImport)
+class MetricImportAdmin(admin.ModelAdmin):
+    list_display = ["path", "format", "status", "samples", "gpus", "hours", "created_at"]
+    list_filter = ["status", "format"]
+    search_fields = ["path", "error"]
+    readonly_fields = [field.name for field in MetricImport._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False

@@ -1,0 +1,152 @@
+"""Figures for the GPU pages, built from selector output (the chart pattern of costsite/charts)."""
+
+from datetime import timedelta
+
+import plotly.graph_objects as go
+from django.utils import timezone
+
+from costsite.charts import Chart, chart_from_figure
+
+from .selectors import BAND_COLOURS, BANDS, Fleet, GroupUsage, band_labels
+
+
+def fleet_bands_chart(*, fleet: Fleet) -> Chart:
+    """Stacked bars: GPU-hours per UTC day, by how busy each GPU-hour was."""
+    empty = (
+        "No GPU-hours in this period: add a metric source or import a metrics file "
+        "(python manage.py import_gpu_metrics)."
+    )
+    if not fleet.days:
+        return chart_from_figure(id="fleet-bands", figure=None, empty_message=empty)
+    first, last = fleet.start.date(), (fleet.end - timedelta(microseconds=1)).date()
+    days = [first + timedelta(days=number) for number in range((last - first).days + 1)]
+    labels = band_labels(threshold=fleet.threshold)
+    figure = go.Figure()
+    for band in BANDS:
+        hours = {row.day: row.gpu_hours for row in fleet.days if row.band == band}
+        figure.add_bar(
+            name=labels[band],
+            x=days,
+            y=[round(hours.get(day, 0.0), 2) for day in days],
+            marker_color=BAND_COLOURS[band],
+            hovertemplate="%{x|%d %b}: %{y:,.1f} GPU-hours "
+            + labels[band].lower()
+            + "<extra></extra>",
+        )
+    figure.update_layout(
+        barmode="stack",
+        height=340,
+        yaxis={"title": "GPU-hours", "rangemode": "tozero"},
+        xaxis={"type": "date", "tickformat": "%d %b"},
+    )
+    return chart_from_figure(
+        id="fleet-bands",
+        figure=figure,
+        empty_message=empty,
+        label="GPU-hours per day by utilisation band",
+    )
+
+
+def groups_bands_chart(*, id: str, groups: list[GroupUsage], threshold: float, label: str) -> Chart:
+    """Horizontal stacked bars: GPU-hours of each group (GPU model, project) by band."""
+    groups = [group for group in groups if group.usage.gpu_hours]
+    if not groups:
+        return chart_from_figure(id=id, figure=None, empty_message="No GPU-hours in this period.")
+    labels = band_labels(threshold=threshold)
+    names = [group.label for group in reversed(groups)]
+    figure = go.Figure()
+    for band in BANDS:
+        figure.add_bar(
+            name=labels[band],
+            y=names,
+            x=[round(group.usage.bands.get(band, 0.0), 2) for group in reversed(groups)],
+            orientation="h",
+            marker_color=BAND_COLOURS[band],
+            hovertemplate="%{y}: %{x:,.1f} GPU-hours " + labels[band].lower() + "<extra></extra>",
+        )
+    figure.update_layout(
+        barmode="stack",
+        height=120 + 32 * len(groups),
+        # No axis title: it would sit on the legend below; the section and hover say GPU-hours.
+        xaxis={"rangemode": "tozero"},
+        yaxis={"automargin": True},
+    )
+    return chart_from_figure(id=id, figure=figure, label=label)
+
+
+def gpu_hourly_chart(*, hours: list, threshold: float) -> Chart:
+    """One GPU hour by hour: mean and peak utilisation against the idle threshold, and memory."""
+    empty = "No readings for this GPU in this period."
+    if not hours:
+        return chart_from_figure(id="gpu-hourly", figure=None, empty_message=empty)
+    # Hours in the organisation's zone (the request's active one): plotly draws wall-clock times.
+    x = [timezone.localtime(row.hour).replace(tzinfo=None) for row in hours]
+    figure = go.Figure()
+    figure.add_scatter(
+        name="Mean utilisation",
+        x=x,
+        y=[None if row.util_mean is None else round(row.util_mean, 1) for row in hours],
+        mode="lines",
+        line={"color": "#1f77b4"},
+        hovertemplate="%{x|%d %b %H:00}: %{y:.1f}% mean<extra></extra>",
+    )
+    figure.add_scatter(
+        name="Peak utilisation",
+        x=x,
+        y=[None if row.util_max is None else round(row.util_max, 1) for row in hours],
+        mode="lines",
+        line={"color": "#aec7e8", "width": 1},
+        hovertemplate="%{x|%d %b %H:00}: %{y:.1f}% peak<extra></extra>",
+    )
+    memory = [
+        round(100 * row.memory_used_mib / row.memory_total_mib, 1)
+        if row.memory_used_mib is not None and row.memory_total_mib
+        else None
+        for row in hours
+    ]
+    if any(value is not None for value in memory):
+        figure.add_scatter(
+            name="Memory used",
+            x=x,
+            y=memory,
+            mode="lines",
+            line={"color": "#9467bd", "dash": "dot"},
+            hovertemplate="%{x|%d %b %H:00}: %{y:.1f}% of memory<extra></extra>",
+        )
+    figure.add_hline(
+        y=threshold,
+        line={"color": BAND_COLOURS["idle"], "dash": "dash", "width": 1},
+        annotation_text=f"idle under {threshold:g}%",
+        annotation_position="top left",
+    )
+    figure.update_layout(
+        height=340,
+        yaxis={"title": "percent", "range": [0, 105]},
+        xaxis={"type": "date"},
+    )
+    return chart_from_figure(
+        id="gpu-hourly", figure=figure, empty_message=empty, label="Utilisation by hour"
+    )
+
+
+def fleet_charts(*, fleet: Fleet) -> dict[str, Chart]:
+    """The fleet page's three charts: over time, per GPU model, per project (and, for staff, the
+    GPU-hours no project's registrations reach)."""
+    projects = list(fleet.projects)
+    if fleet.unattributed:
+        projects.append(GroupUsage(label="Not attributed", usage=fleet.unattributed))
+    return {
+        "bands_chart": fleet_bands_chart(fleet=fleet),
+        "models_chart": groups_bands_chart(
+            id="fleet-models",
+            groups=fleet.models,
+            threshold=fleet.threshold,
+            label="GPU-hours per GPU model by utilisation band",
+        ),
+        "projects_chart": groups_bands_chart(
+            id="fleet-projects",
+            groups=projects,
+            threshold=fleet.threshold,
+            label="GPU-hours per project by utilisation band",
+        ),
+    }

@@ -1,0 +1,214 @@
+"""Prometheus HTTP API /api/v1/query_range responses (resultType "matrix"), saved or pulled.
+
+Parsed as a stream with ijson's C backend, one series at a time, so a response of any size takes
+the memory of its largest series. Values are strings so that "NaN" and "±Inf" can be sent; both are
+missing values here.
+"""
+
+import gc
+import io
+import json
+from collections.abc import Iterator
+
+import ijson
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import GpuMetricsError, MetricBatch, ParseContext, clean_values
+from .dcgm import DCGM_METRICS, gpu_info_from_labels
+
+# ijson's own choice is its fastest backend present (yajl2_c from the wheels); the pure-Python one
+# is slow but says exactly where a document breaks.
+_fast = ijson
+_exact = ijson.get_backend("python")
+HEAD_BYTES = 4096
+# Past this size a syntax error is located to the block the fast parser was in, not re-parsed
+# byte by byte by the slow one.
+EXACT_POSITION_LIMIT = 32 * 1024 * 1024
+
+
+class _Counting(io.RawIOBase):
+    """The head already read, then the rest of the stream (an HTTP response cannot seek back),
+    counting the bytes the parser has taken so that an error can say roughly where it was."""
+
+    def __init__(self, head: bytes, rest):
+        self.head = head
+        self.rest = rest
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.head:
+            size = min(len(buffer), len(self.head))
+            buffer[:size] = self.head[:size]
+            self.head = self.head[size:]
+        else:
+            data = self.rest.read(len(buffer))
+            size = len(data)
+            buffer[:size] = data
+        self.position += size
+        return size
+
+
+def _head(stream, name: str) -> tuple[bytes, dict]:
+    """The envelope's first fields (status, resultType), from the first bytes alone."""
+    head = stream.read(HEAD_BYTES)
+    found: dict = {}
+    try:
+        for prefix, event, value in _fast.parse(io.BytesIO(head)):
+            if prefix in ("status", "data.resultType", "errorType", "error") and event == "string":
+                found[prefix] = value
+            if prefix == "data.result" and event == "start_array":
+                found["result"] = True
+                break
+    except ijson.JSONError:
+        pass  # the head ends mid-document; what was read before is enough
+    return head, found
+
+
+def _series_name(labels: dict) -> str:
+    shown = ", ".join(
+        f"{key}={labels[key]}"
+        for key in ("UUID", "GPU_I_ID", "Hostname", "hostname")
+        if key in labels
+    )
+    return f"{labels.get('__name__', '(no __name__)')}{{{shown}}}"
+
+
+def _syntax_error(stream, name: str, exc: Exception, position: int) -> GpuMetricsError:
+    """Say where the JSON broke: exactly when the file is small enough to re-read slowly."""
+    where = f"near byte {position:,}"
+    try:
+        if stream.seekable() and position <= EXACT_POSITION_LIMIT:
+            stream.seek(0)
+            try:
+                for _ in _exact.parse(stream):
+                    pass
+            except ijson.JSONError as slow:
+                text = str(slow)
+                if " at " in text:
+                    at = int(text.rsplit(" at ", 1)[1])
+                    stream.seek(0)
+                    before = stream.read(at)
+                    line = before.count(b"\n") + 1
+                    column = at - (before.rfind(b"\n") + 1) + 1
+                    where = f"line {line}, column {column}"
+    except (OSError, ValueError):
+        pass
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid JSON"
+    if "premature EOF" in reason or "Incomplete" in reason:
+        where, reason = "at the end", "it stops in the middle of the JSON; is the file cut short?"
+    return GpuMetricsError(f"{name}: {where}: not valid JSON ({reason}).")
+
+
+def parse(stream, *, context: ParseContext) -> Iterator[MetricBatch]:
+    name = context.name
+    head, envelope = _head(stream, name)
+    if envelope.get("status") == "error":
+        try:
+            body = json.loads(head + stream.read(1024 * 1024))
+            reason = f"{body.get('errorType', 'error')}: {body.get('error', '')}"
+        except (ValueError, AttributeError):
+            reason = envelope.get("error", "no reason given")
+        raise GpuMetricsError(f"{name}: Prometheus answered with an error ({reason}).")
+    if envelope.get("status") != "success" or "result" not in envelope:
+        raise GpuMetricsError(
+            f"{name}: not a Prometheus query_range response (expected "
+            '{"status": "success", "data": {"resultType": "matrix", "result": [...]}}).'
+        )
+    if envelope.get("data.resultType") != "matrix":
+        raise GpuMetricsError(
+            f"{name}: resultType is {envelope.get('data.resultType')!r}; save a query_range "
+            "response (resultType matrix), not an instant query."
+        )
+    counting = _Counting(head, stream)
+    reader = io.BufferedReader(counting, buffer_size=1 << 20)
+    gpu_ids: dict[tuple, int] = {}
+    # The parser makes millions of small acyclic objects; the cyclic collector would walk them
+    # over and over to find nothing.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        items = _fast.items(reader, "data.result.item", use_float=True, buf_size=1 << 20)
+        number = 0
+        while True:
+            try:
+                series = next(items)
+            except StopIteration:
+                break
+            except ijson.JSONError as exc:
+                raise _syntax_error(stream, name, exc, counting.position) from None
+            number += 1
+            batch = _series_batch(series, number, context, gpu_ids)
+            if batch is not None:
+                yield batch
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _series_batch(
+    series, number: int, context: ParseContext, gpu_ids: dict[tuple, int]
+) -> MetricBatch | None:
+    name = context.name
+    if not isinstance(series, dict) or not isinstance(series.get("metric"), dict):
+        raise GpuMetricsError(f'{name}: series {number}: has no "metric" object.')
+    labels = series["metric"]
+    metric_name = labels.get("__name__", "")
+    known = DCGM_METRICS.get(metric_name)
+    if known is None:
+        if not metric_name:
+            raise GpuMetricsError(
+                f"{name}: series {number}: has no __name__ label, so which metric it is "
+                "is unknown (query the bare series, e.g. DCGM_FI_DEV_GPU_UTIL, not an expression)."
+            )
+        return None
+    metric, factor = known
+    values = series.get("values")
+    if values is None:
+        if "histograms" in series:
+            return None
+        raise GpuMetricsError(f"{name}: series {number} {_series_name(labels)}: has no values.")
+    if not values:
+        return None
+    try:
+        stamps, texts = zip(*values, strict=True)
+        ts = np.array(stamps, dtype=np.float64)
+        # Arrow's string-to-double cast is twice as fast as numpy's and reads NaN and ±Inf.
+        parsed = pc.cast(pa.array(texts, type=pa.string()), pa.float64()).to_numpy()
+    except (ValueError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError):
+        raise _point_error(values, number, labels, name) from None
+    info = gpu_info_from_labels(labels, fallback_host=context.host)
+    if info is None:
+        return None
+    if not info.host:
+        raise GpuMetricsError(
+            f"{name}: series {number} {_series_name(labels)}: names no Hostname label; say which "
+            "host it is (--host, or the source's host)."
+        )
+    key = tuple(sorted(labels.items()))
+    gpu_id = gpu_ids.get(key)
+    if gpu_id is None:
+        gpu_id = gpu_ids[key] = context.gpu_id(info)
+    if factor != 1.0:
+        parsed = parsed * factor
+    return MetricBatch(np.full(len(ts), gpu_id, dtype=np.int64), ts, {metric: clean_values(parsed)})
+
+
+def _point_error(values, number: int, labels: dict, name: str) -> GpuMetricsError:
+    """Find the first point that is not [<unix time>, "<number>"] and say which it is."""
+    for position, point in enumerate(values, start=1):
+        where = f"{name}: series {number} {_series_name(labels)}, point {position}"
+        if not isinstance(point, list) or len(point) != 2:
+            return GpuMetricsError(f'{where}: expected [<unix time>, "<value>"], got {point!r}.')
+        stamp, text = point
+        if not isinstance(stamp, int | float) or isinstance(stamp, bool):
+            return GpuMetricsError(f"{where}: the time {stamp!r} is not a number.")
+        try:
+            float(text)
+        except (TypeError, ValueError):
+            return GpuMetricsError(f"{where}: the value {text!r} is not a number.")
+    return GpuMetricsError(f"{name}: series {number} {_series_name(labels)}: malformed values.")

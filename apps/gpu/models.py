@@ -1,0 +1,246 @@
+"""GPU metrics: where they come from, the GPUs they describe, and the hourly rollup pages read."""
+
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+
+def validate_http_url(value: str) -> None:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError(
+            "Enter an http:// or https:// URL with a host, e.g. http://node:9400/metrics."
+        )
+
+
+class MetricSource(models.Model):
+    """An endpoint costsite polls on a schedule: a dcgm-exporter to scrape or a Prometheus to pull.
+
+    `next_poll_at` is claimed by the dispatcher task with a conditional UPDATE, so two beat ticks
+    never poll a source twice; `pulled_until` is the end of the last Prometheus window imported,
+    so a pull after an outage starts where the last good one stopped and nothing is lost.
+    """
+
+    class Kind(models.TextChoices):
+        DCGM = "dcgm", "dcgm-exporter scrape"
+        PROMETHEUS = "prometheus", "Prometheus query_range pull"
+
+    class Health(models.TextChoices):
+        UNKNOWN = "unknown", "Not polled yet"
+        HEALTHY = "healthy", "Healthy"
+        UNHEALTHY = "unhealthy", "Unhealthy"
+
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    # Not a URLField: Django's URL validator refuses single-label hosts, and exporters are reached
+    # by exactly those (http://rack-1:9400/metrics, a Kubernetes service name).
+    url = models.CharField(
+        "URL",
+        max_length=500,
+        validators=[validate_http_url],
+        help_text="dcgm-exporter: the /metrics URL (http://node:9400/metrics). "
+        "Prometheus: the server's base URL (http://prometheus:9090).",
+    )
+    host = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text="The GPUs' host when the series name none (an exporter run with "
+        "--no-hostname). Empty: the exporter URL's host; for Prometheus, each series' instance.",
+    )
+    series_selector = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text='Prometheus only: label matchers added to every query, e.g. job="gpu-metrics".',
+    )
+    interval_seconds = models.PositiveIntegerField(
+        default=60, help_text="How often to poll. dcgm-exporter refreshes every 30 s by default."
+    )
+    step_seconds = models.PositiveIntegerField(
+        default=60, help_text="Prometheus only: the query_range step (resolution)."
+    )
+    query_window_minutes = models.PositiveIntegerField(
+        default=60,
+        help_text="Prometheus only: how far back the first pull reaches. Later pulls start where "
+        "the previous one ended.",
+    )
+    is_paused = models.BooleanField(default=False)
+
+    health = models.CharField(max_length=20, choices=Health.choices, default=Health.UNKNOWN)
+    last_error = models.TextField(blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_failure_at = models.DateTimeField(null=True, blank=True)
+    last_samples = models.PositiveIntegerField(
+        default=0, help_text="Samples the last successful poll counted."
+    )
+    next_poll_at = models.DateTimeField(null=True, blank=True)
+    pulled_until = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        # The dispatcher's query: sources due now.
+        indexes = [models.Index(fields=["is_paused", "next_poll_at"], name="metricsource_due_idx")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def fallback_host(self) -> str:
+        return self.host or (urlsplit(self.url).hostname or "")
+
+
+class Gpu(models.Model):
+    """A physical GPU, or a MIG instance of one (then `parent` is the physical GPU).
+
+    The UUID is the stable key (nvidia-smi and dcgm-exporter agree on it, and it survives reboots
+    and re-indexing); the host is where it was last seen.
+    """
+
+    uuid = models.CharField(max_length=200)
+    mig_instance = models.CharField(
+        max_length=20, blank=True, help_text="DCGM's GPU_I_ID; empty for a whole GPU."
+    )
+    parent = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="mig_instances"
+    )
+    host = models.CharField(max_length=255, blank=True, db_index=True)
+    index = models.PositiveIntegerField(null=True, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    mig_profile = models.CharField(max_length=50, blank=True)
+    share = models.FloatField(
+        default=1.0,
+        help_text="The fraction of a physical GPU this row stands for: 1, or a MIG instance's "
+        "compute slices over the GPU's.",
+    )
+    resource_label = models.CharField(
+        max_length=1000,
+        blank=True,
+        help_text="A billed resource id named on the series itself (instance_id, a node name).",
+    )
+    workload = models.CharField(
+        max_length=500, blank=True, help_text="namespace/pod last seen on it (Kubernetes)."
+    )
+    first_seen_at = models.DateTimeField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["host", "index", "uuid", "mig_instance"]
+        verbose_name = "GPU"
+        constraints = [
+            models.UniqueConstraint(fields=["uuid", "mig_instance"], name="gpu_unique_uuid_mig")
+        ]
+
+    def __str__(self) -> str:
+        name = f"{self.host or '?'} #{self.index if self.index is not None else '?'}"
+        if self.mig_instance:
+            name += f" MIG {self.mig_profile or self.mig_instance}"
+        return name
+
+    @property
+    def physical_id(self) -> int:
+        return self.parent_id or self.pk
+
+
+class HostMapping(models.Model):
+    """A host (as the metrics name it) and the billed resource id it is: maintained by people."""
+
+    host = models.CharField(max_length=255, unique=True)
+    resource_id = models.CharField(max_length=1000, db_index=True)
+    note = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["host"]
+
+    def __str__(self) -> str:
+        return f"{self.host} → {self.resource_id}"
+
+
+class GpuHour(models.Model):
+    """One GPU (or MIG instance) in one UTC hour: the rollup every page reads.
+
+    `state` keeps what a later import needs to merge into this row without counting a sample twice:
+    per metric the running sums and counts, and the stretches of time already counted.
+    Utilisation is in percent (0-100), memory in MiB, power in watts.
+    """
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="hours")
+    hour = models.DateTimeField(help_text="Start of the UTC hour.")
+    samples = models.PositiveIntegerField(default=0)
+    util_samples = models.PositiveIntegerField(default=0)
+    util_mean = models.FloatField(null=True, blank=True)
+    util_max = models.FloatField(null=True, blank=True)
+    idle_share = models.FloatField(
+        null=True, blank=True, help_text="Share of utilisation samples under the idle threshold."
+    )
+    memory_used_mib = models.FloatField(null=True, blank=True)
+    memory_used_max_mib = models.FloatField(null=True, blank=True)
+    memory_total_mib = models.FloatField(null=True, blank=True)
+    power_watts = models.FloatField(null=True, blank=True)
+    power_max_watts = models.FloatField(null=True, blank=True)
+    idle_threshold_percent = models.DecimalField(
+        max_digits=5, decimal_places=2, default=Decimal("10")
+    )
+    state = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["gpu", "hour"]
+        constraints = [
+            models.UniqueConstraint(fields=["gpu", "hour"], name="gpuhour_unique_gpu_hour")
+        ]
+        # The fleet page and the per-owner selectors read a window of hours across all GPUs.
+        indexes = [models.Index(fields=["hour"], name="gpuhour_hour_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.gpu} {self.hour:%Y-%m-%d %H:00}"
+
+
+class MetricImport(models.Model):
+    """One metrics file imported by the command or a task: what it held and how it ended."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        UNCHANGED = "unchanged", "Unchanged"
+        FAILED = "failed", "Failed"
+
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    path = models.CharField(max_length=1000)
+    requested_format = models.CharField(max_length=30, default="auto")
+    format = models.CharField(max_length=30, blank=True)
+    host = models.CharField(max_length=255, blank=True, help_text="--host")
+    time_zone = models.CharField(max_length=64, blank=True, help_text="--timezone")
+    taken_at = models.DateTimeField(null=True, blank=True, help_text="--at")
+    samples = models.BigIntegerField(default=0)
+    gpus = models.PositiveIntegerField(default=0)
+    hours = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"GPU metrics import #{self.pk} {self.path} ({self.status})"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status in {self.Status.SUCCEEDED, self.Status.UNCHANGED, self.Status.FAILED}

@@ -1,0 +1,711 @@
+"""Reads for GPU metrics: who may see which GPU, GPU-hours and utilisation per project, experiment,
+model, deployment and GPU model, the fleet page's figures, and the hosts nobody has mapped yet.
+
+How a GPU joins the bill: its host maps to a billed resource id through, in order, a label on its
+series (`Gpu.resource_label`: instance_id, a node name), a HostMapping people maintain, or a
+resource id registered on an experiment or a deployment that names the host itself (an EC2
+instance's host name is often its instance id). A GPU-hour belongs to an experiment or deployment
+when that resource was registered on it and the hour lies in the registration's window (its own, or
+else the run's). A GPU-hour counts as one GPU-hour times the GPU's share (a MIG instance is a
+fraction of a GPU), and only when it has utilisation samples: an hour with only memory readings
+says nothing about use.
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+
+from django.db.models import Case, CharField, Count, F, Max, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import Coalesce, TruncDate
+from django.http import Http404
+
+from apps.accounts.models import Organization
+from apps.accounts.selectors import projects_editable_by, projects_visible_to, teams_led_by
+from apps.deployments.models import Deployment, DeploymentResource, Model
+from apps.experiments.models import Experiment, ExperimentResource
+from apps.projects.models import Project
+
+from .models import Gpu, GpuHour, HostMapping, MetricSource
+
+# Utilisation bands of the fleet page: (key, upper bound in percent or None). The idle band's
+# bound is the organisation's idle threshold.
+BAND_LOW_UNTIL = 40.0
+BAND_MODERATE_UNTIL = 70.0
+BANDS = ("idle", "low", "moderate", "busy")
+BAND_COLOURS = {"idle": "#d62728", "low": "#ff7f0e", "moderate": "#bcbd22", "busy": "#2ca02c"}
+
+
+def band_labels(*, threshold: float) -> dict[str, str]:
+    low_until = max(threshold, BAND_LOW_UNTIL)
+    return {
+        "idle": f"Idle (under {threshold:g}%)",
+        "low": f"Low ({threshold:g}–{low_until:g}%)",
+        "moderate": f"Moderate ({low_until:g}–{BAND_MODERATE_UNTIL:g}%)",
+        "busy": f"Busy ({BAND_MODERATE_UNTIL:g}% and over)",
+    }
+
+
+@dataclass(frozen=True)
+class Usage:
+    gpu_hours: float = 0.0
+    util_mean: float | None = None  # percent, each GPU-hour weighted by its share
+    idle_gpu_hours: float = 0.0  # GPU-hours times the share of samples under the idle threshold
+    bands: dict[str, float] = field(default_factory=dict)  # band -> GPU-hours
+
+    @property
+    def idle_share(self) -> float | None:
+        return self.idle_gpu_hours / self.gpu_hours if self.gpu_hours else None
+
+    @property
+    def util_share(self) -> float | None:
+        """Mean utilisation as a fraction, for the `percent` filter."""
+        return None if self.util_mean is None else self.util_mean / 100
+
+
+@dataclass(frozen=True)
+class ResourceUseWindow:
+    resource_id: str
+    start: datetime | None
+    end: datetime | None
+    project_id: int
+    experiment_id: int | None = None
+    deployment_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    resource_id: str
+    via: str  # "label", "mapping" or "registered"
+
+
+def _tail(resource_id: str) -> str:
+    """`arn:aws:ec2:...:instance/i-0abc` and `i-0abc` name the same instance."""
+    return resource_id.rstrip("/").rsplit("/", 1)[-1]
+
+
+def resource_uses(
+    *,
+    experiments: QuerySet[Experiment] | None = None,
+    deployments: QuerySet[Deployment] | None = None,
+) -> list[ResourceUseWindow]:
+    """Registered resource ids with their windows (the registration's own, else the owner's)."""
+    windows = []
+    if experiments is not None:
+        for use in ExperimentResource.objects.filter(experiment__in=experiments).select_related(
+            "experiment"
+        ):
+            windows.append(
+                ResourceUseWindow(
+                    resource_id=use.resource_id,
+                    start=use.started_at or use.experiment.started_at,
+                    end=use.ended_at or use.experiment.ended_at,
+                    project_id=use.experiment.project_id,
+                    experiment_id=use.experiment_id,
+                )
+            )
+    if deployments is not None:
+        for use in DeploymentResource.objects.filter(deployment__in=deployments).select_related(
+            "deployment"
+        ):
+            windows.append(
+                ResourceUseWindow(
+                    resource_id=use.resource_id,
+                    start=use.started_at or use.deployment.started_at,
+                    end=use.ended_at or use.deployment.ended_at,
+                    project_id=use.deployment.project_id,
+                    deployment_id=use.deployment_id,
+                )
+            )
+    return windows
+
+
+def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolution]:
+    """GPU id -> the billed resource id its host maps to, and by which rule. Unmapped GPUs are
+    absent. A MIG instance resolves as its physical GPU."""
+    rows = (
+        [(gpu.pk, gpu.host, gpu.resource_label) for gpu in gpus]
+        if gpus is not None
+        else list(Gpu.objects.values_list("pk", "host", "resource_label"))
+    )
+    mappings = dict(HostMapping.objects.values_list("host", "resource_id"))
+    registered: dict[str, str] = {}
+    for resource_id in set(ExperimentResource.objects.values_list("resource_id", flat=True)) | set(
+        DeploymentResource.objects.values_list("resource_id", flat=True)
+    ):
+        registered.setdefault(resource_id, resource_id)
+        registered.setdefault(_tail(resource_id), resource_id)
+    resolved = {}
+    for pk, host, label in rows:
+        if label:
+            resolved[pk] = Resolution(label, "label")
+        elif host in mappings:
+            resolved[pk] = Resolution(mappings[host], "mapping")
+        elif host and host in registered:
+            resolved[pk] = Resolution(registered[host], "registered")
+    return resolved
+
+
+def _gpus_by_resource() -> dict[str, list[int]]:
+    """Resource id (and its tail) -> the GPUs that resolve to it."""
+    by_resource: dict[str, list[int]] = defaultdict(list)
+    for pk, resolution in gpu_resolutions().items():
+        by_resource[resolution.resource_id].append(pk)
+        tail = _tail(resolution.resource_id)
+        if tail != resolution.resource_id:
+            by_resource[tail].append(pk)
+    return by_resource
+
+
+def _hours_filter(
+    windows: Iterable[ResourceUseWindow], by_resource: dict[str, list[int]]
+) -> Q | None:
+    """One Q matching the GPU-hours of these registrations (None when they reach no GPU)."""
+    combined = None
+    for window in windows:
+        gpu_ids = set(by_resource.get(window.resource_id, ())) | set(
+            by_resource.get(_tail(window.resource_id), ())
+        )
+        if not gpu_ids:
+            continue
+        condition = Q(gpu_id__in=sorted(gpu_ids))
+        if window.start:
+            condition &= Q(hour__gte=window.start.replace(minute=0, second=0, microsecond=0))
+        if window.end:
+            condition &= Q(hour__lt=window.end)
+        combined = condition if combined is None else combined | condition
+    return combined
+
+
+def _band_expression(threshold: float) -> Case:
+    return Case(
+        When(util_mean__lt=threshold, then=Value("idle")),
+        When(util_mean__lt=max(threshold, BAND_LOW_UNTIL), then=Value("low")),
+        When(util_mean__lt=BAND_MODERATE_UNTIL, then=Value("moderate")),
+        default=Value("busy"),
+        output_field=CharField(),
+    )
+
+
+def _counted(hours: QuerySet[GpuHour]) -> QuerySet[GpuHour]:
+    return hours.filter(util_samples__gt=0)
+
+
+def usage_of(hours: QuerySet[GpuHour], *, threshold: float | None = None) -> Usage:
+    """GPU-hours, mean utilisation, idle GPU-hours and GPU-hours per band of these rows."""
+    hours = _counted(hours)
+    totals = hours.aggregate(
+        gpu_hours=Sum("gpu__share"),
+        weighted_util=Sum(F("util_mean") * F("gpu__share")),
+        idle=Sum(F("idle_share") * F("gpu__share")),
+    )
+    gpu_hours = totals["gpu_hours"] or 0.0
+    bands = {}
+    if threshold is not None and gpu_hours:
+        bands = dict(
+            hours.annotate(band=_band_expression(threshold))
+            .values("band")
+            .annotate(total=Sum("gpu__share"))
+            .values_list("band", "total")
+        )
+    return Usage(
+        gpu_hours=gpu_hours,
+        util_mean=totals["weighted_util"] / gpu_hours if gpu_hours else None,
+        idle_gpu_hours=totals["idle"] or 0.0,
+        bands=bands,
+    )
+
+
+def _usage_for(windows: list[ResourceUseWindow]) -> Usage:
+    condition = _hours_filter(windows, _gpus_by_resource())
+    if condition is None:
+        return Usage()
+    return usage_of(GpuHour.objects.filter(condition))
+
+
+# For the project, experiment, model and deployment pages -----------------------------------------
+
+
+def project_gpu_usage(*, project: Project) -> Usage:
+    return _usage_for(
+        resource_uses(
+            experiments=Experiment.objects.filter(project=project),
+            deployments=Deployment.objects.filter(project=project),
+        )
+    )
+
+
+def experiment_gpu_usage(*, experiment: Experiment) -> Usage:
+    return _usage_for(resource_uses(experiments=Experiment.objects.filter(pk=experiment.pk)))
+
+
+def deployment_gpu_usage(*, deployment: Deployment) -> Usage:
+    return _usage_for(resource_uses(deployments=Deployment.objects.filter(pk=deployment.pk)))
+
+
+def model_gpu_usage(*, model: Model) -> Usage:
+    """The runs that produced the model and the deployments that serve it."""
+    return _usage_for(
+        resource_uses(
+            experiments=Experiment.objects.filter(model=model),
+            deployments=Deployment.objects.filter(model=model),
+        )
+    )
+
+
+# Who sees what --------------------------------------------------------------------------------
+
+
+def visible_hours_filter(*, user) -> Q | None:
+    """For a user who is not staff: the GPU-hours of their projects' registrations (None: none).
+    Staff see every GPU-hour; callers check is_staff first."""
+    projects = projects_visible_to(user=user)
+    windows = resource_uses(
+        experiments=Experiment.objects.filter(project__in=projects),
+        deployments=Deployment.objects.filter(project__in=projects),
+    )
+    return _hours_filter(windows, _gpus_by_resource())
+
+
+def hours_visible_to(*, user) -> QuerySet[GpuHour]:
+    if user.is_staff:
+        return GpuHour.objects.all()
+    condition = visible_hours_filter(user=user)
+    return GpuHour.objects.filter(condition) if condition is not None else GpuHour.objects.none()
+
+
+def gpus_visible_to(*, user) -> QuerySet[Gpu]:
+    """Staff: every GPU. Others: the GPUs whose resource is registered on a project they see."""
+    if user.is_staff:
+        return Gpu.objects.all()
+    by_resource = _gpus_by_resource()
+    projects = projects_visible_to(user=user)
+    gpu_ids: set[int] = set()
+    for window in resource_uses(
+        experiments=Experiment.objects.filter(project__in=projects),
+        deployments=Deployment.objects.filter(project__in=projects),
+    ):
+        gpu_ids.update(by_resource.get(window.resource_id, ()))
+        gpu_ids.update(by_resource.get(_tail(window.resource_id), ()))
+    return Gpu.objects.filter(pk__in=gpu_ids)
+
+
+def gpu_for_user(*, user, pk: int) -> Gpu:
+    try:
+        return gpus_visible_to(user=user).select_related("parent").get(pk=pk)
+    except Gpu.DoesNotExist:
+        raise Http404("No such GPU.") from None
+
+
+def can_map_hosts(*, user) -> bool:
+    """Staff and team leads maintain the host-to-resource mapping."""
+    return user.is_staff or teams_led_by(user=user).exists()
+
+
+def host_mappings_editable_by(*, user) -> QuerySet[HostMapping]:
+    """Staff: all. A lead: the mappings they made, and those to a resource registered on a
+    project they lead."""
+    if user.is_staff:
+        return HostMapping.objects.all()
+    if not can_map_hosts(user=user):
+        return HostMapping.objects.none()
+    projects = projects_editable_by(user=user)
+    resource_ids = set(
+        ExperimentResource.objects.filter(experiment__project__in=projects).values_list(
+            "resource_id", flat=True
+        )
+    ) | set(
+        DeploymentResource.objects.filter(deployment__project__in=projects).values_list(
+            "resource_id", flat=True
+        )
+    )
+    return HostMapping.objects.filter(Q(created_by=user) | Q(resource_id__in=resource_ids))
+
+
+def host_mapping_for_user(*, user, pk: int) -> HostMapping:
+    try:
+        return host_mappings_editable_by(user=user).get(pk=pk)
+    except HostMapping.DoesNotExist:
+        raise Http404("No such mapping.") from None
+
+
+def can_see_sources(*, user) -> bool:
+    return user.is_staff or teams_led_by(user=user).exists()
+
+
+def metric_sources() -> QuerySet[MetricSource]:
+    return MetricSource.objects.all()
+
+
+# The fleet page -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BandDay:
+    day: date
+    band: str
+    gpu_hours: float
+
+
+@dataclass(frozen=True)
+class GroupUsage:
+    label: str
+    usage: Usage
+    gpus: int = 0
+    url: str = ""
+
+
+@dataclass
+class Fleet:
+    start: datetime
+    end: datetime
+    threshold: float
+    days: list[BandDay]
+    total: Usage
+    models: list[GroupUsage]
+    projects: list[GroupUsage]
+    unattributed: Usage | None  # staff only
+
+
+def period(*, days: int, now: datetime | None = None) -> tuple[datetime, datetime]:
+    """The last `days` UTC days up to the current hour."""
+    now = (now or datetime.now(tz=UTC)).astimezone(UTC)
+    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    return end - timedelta(days=days), end
+
+
+def fleet(*, user, start: datetime, end: datetime) -> Fleet:
+    threshold = float(Organization.get().idle_threshold_percent)
+    hours = _counted(hours_visible_to(user=user).filter(hour__gte=start, hour__lt=end))
+    days = [
+        BandDay(day=row["day"], band=row["band"], gpu_hours=row["total"])
+        for row in hours.annotate(
+            day=TruncDate("hour", tzinfo=UTC), band=_band_expression(threshold)
+        )
+        .values("day", "band")
+        .annotate(total=Sum("gpu__share"))
+        .order_by("day", "band")
+    ]
+    models = []
+    for row in (
+        hours.values("gpu__model_name")
+        .annotate(
+            gpus=Count(Coalesce("gpu__parent_id", "gpu_id"), distinct=True),
+            total=Sum("gpu__share"),
+        )
+        .order_by("-total", "gpu__model_name")
+    ):
+        name = row["gpu__model_name"]
+        models.append(
+            GroupUsage(
+                label=name or "Unknown model",
+                gpus=row["gpus"],
+                usage=usage_of(hours.filter(gpu__model_name=name), threshold=threshold),
+            )
+        )
+    projects_list, unattributed = _fleet_projects(user=user, hours=hours, threshold=threshold)
+    return Fleet(
+        start=start,
+        end=end,
+        threshold=threshold,
+        days=days,
+        total=usage_of(hours, threshold=threshold),
+        models=models,
+        projects=projects_list,
+        unattributed=unattributed,
+    )
+
+
+def _fleet_projects(
+    *, user, hours: QuerySet[GpuHour], threshold: float
+) -> tuple[list[GroupUsage], Usage | None]:
+    projects = {project.pk: project for project in projects_visible_to(user=user)}
+    windows = resource_uses(
+        experiments=Experiment.objects.filter(project__in=projects.values()),
+        deployments=Deployment.objects.filter(project__in=projects.values()),
+    )
+    by_resource = _gpus_by_resource()
+    per_project: dict[int, list[ResourceUseWindow]] = defaultdict(list)
+    for window in windows:
+        per_project[window.project_id].append(window)
+    groups = []
+    attributed = None
+    for project_id, project_windows in per_project.items():
+        condition = _hours_filter(project_windows, by_resource)
+        if condition is None:
+            continue
+        attributed = condition if attributed is None else attributed | condition
+        usage = usage_of(hours.filter(condition), threshold=threshold)
+        if usage.gpu_hours:
+            project = projects[project_id]
+            groups.append(GroupUsage(label=project.name, usage=usage, url=project.slug))
+    groups.sort(key=lambda group: (-group.usage.gpu_hours, group.label))
+    unattributed = None
+    if user.is_staff:
+        rest = hours if attributed is None else hours.exclude(attributed)
+        unattributed = usage_of(rest, threshold=threshold)
+    return groups, unattributed
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    gpu: Gpu
+    resolution: Resolution | None
+    usage: Usage
+
+
+GPU_SORTS = {
+    "gpu": lambda row: (row.gpu.host, row.gpu.index or 0, row.gpu.mig_instance, row.gpu.uuid),
+    "model": lambda row: (row.gpu.model_name, row.gpu.host, row.gpu.index or 0),
+    "hours": lambda row: (row.usage.gpu_hours, row.gpu.host),
+    "util": lambda row: (row.usage.util_mean or 0.0, row.gpu.host),
+    "idle": lambda row: (row.usage.idle_share or 0.0, row.gpu.host),
+}
+
+
+def fleet_gpus(
+    *, user, start: datetime, end: datetime, sort: str = "-hours", limit: int = 500
+) -> list[GpuRow]:
+    """The GPUs with counted hours in the period (MIG instances as themselves), sorted by one of
+    GPU_SORTS, `-` first for descending."""
+    hours = _counted(hours_visible_to(user=user).filter(hour__gte=start, hour__lt=end))
+    totals = {
+        row["gpu_id"]: row
+        for row in hours.values("gpu_id").annotate(
+            total=Sum("gpu__share"),
+            weighted_util=Sum(F("util_mean") * F("gpu__share")),
+            idle=Sum(F("idle_share") * F("gpu__share")),
+        )
+    }
+    gpus = list(Gpu.objects.filter(pk__in=totals).select_related("parent"))
+    resolutions = gpu_resolutions(gpus=[gpu.parent or gpu for gpu in gpus])
+    rows = []
+    for gpu in gpus:
+        row = totals[gpu.pk]
+        rows.append(
+            GpuRow(
+                gpu=gpu,
+                resolution=resolutions.get((gpu.parent or gpu).pk),
+                usage=Usage(
+                    gpu_hours=row["total"],
+                    util_mean=row["weighted_util"] / row["total"] if row["total"] else None,
+                    idle_gpu_hours=row["idle"] or 0.0,
+                ),
+            )
+        )
+    key = sort.removeprefix("-")
+    rows.sort(key=GPU_SORTS.get(key, GPU_SORTS["hours"]), reverse=sort.startswith("-"))
+    return rows[:limit]
+
+
+def gpu_hours_series(*, gpu: Gpu, start: datetime, end: datetime) -> list[GpuHour]:
+    return list(
+        GpuHour.objects.filter(gpu=gpu, hour__gte=start, hour__lt=end)
+        .order_by("hour")
+        .only(
+            "hour",
+            "util_mean",
+            "util_max",
+            "idle_share",
+            "memory_used_mib",
+            "memory_total_mib",
+            "power_watts",
+            "samples",
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Owner:
+    kind: str  # "experiment" or "deployment"
+    pk: int
+    name: str
+    start: datetime | None
+    end: datetime | None
+
+
+def gpu_owners(*, gpu: Gpu, user) -> list[Owner]:
+    """The runs and deployments (of projects the user sees) that registered the resource this
+    GPU's host maps to, latest first."""
+    resolution = gpu_resolutions(gpus=[gpu.parent or gpu]).get((gpu.parent or gpu).pk)
+    if resolution is None:
+        return []
+    keys = {resolution.resource_id, _tail(resolution.resource_id)}
+    projects = projects_visible_to(user=user)
+    windows = [
+        window
+        for window in resource_uses(
+            experiments=Experiment.objects.filter(project__in=projects),
+            deployments=Deployment.objects.filter(project__in=projects),
+        )
+        if window.resource_id in keys or _tail(window.resource_id) in keys
+    ]
+    names = {
+        ("experiment", pk): name
+        for pk, name in Experiment.objects.filter(
+            pk__in=[w.experiment_id for w in windows if w.experiment_id]
+        ).values_list("pk", "name")
+    } | {
+        ("deployment", pk): name
+        for pk, name in Deployment.objects.filter(
+            pk__in=[w.deployment_id for w in windows if w.deployment_id]
+        ).values_list("pk", "name")
+    }
+    owners = [
+        Owner(
+            kind="experiment" if window.experiment_id else "deployment",
+            pk=window.experiment_id or window.deployment_id,
+            name=names[
+                ("experiment", window.experiment_id)
+                if window.experiment_id
+                else ("deployment", window.deployment_id)
+            ],
+            start=window.start,
+            end=window.end,
+        )
+        for window in windows
+    ]
+    return sorted(
+        owners, key=lambda owner: owner.start or datetime.min.replace(tzinfo=UTC), reverse=True
+    )
+
+
+# For findings: GPU use per billed resource and UTC day -------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResourceDay:
+    resource_id: str
+    day: date
+    gpu_hours: float
+    idle_gpu_hours: float
+    util_mean: float | None
+
+    @property
+    def idle_share(self) -> float | None:
+        """The share of this resource's GPU time that day spent idle: times the day's billed
+        cost of the resource (DailyResourceCost), the money idle GPUs cost."""
+        return self.idle_gpu_hours / self.gpu_hours if self.gpu_hours else None
+
+
+def resource_gpu_days(*, start: date, end: date) -> list[ResourceDay]:
+    """GPU-hours, idle GPU-hours and mean utilisation per resolved resource id and UTC day in
+    [start, end). GPUs whose host maps to no resource are left out (see unmapped_hosts)."""
+    resolutions = gpu_resolutions()
+    physical = dict(Gpu.objects.filter(parent__isnull=False).values_list("pk", "parent_id"))
+    totals: dict[tuple[str, date], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    rows = (
+        _counted(
+            GpuHour.objects.filter(
+                hour__gte=datetime.combine(start, datetime.min.time(), tzinfo=UTC),
+                hour__lt=datetime.combine(end, datetime.min.time(), tzinfo=UTC),
+            )
+        )
+        .annotate(day=TruncDate("hour", tzinfo=UTC))
+        .values("gpu_id", "day")
+        .annotate(
+            total=Sum("gpu__share"),
+            weighted_util=Sum(F("util_mean") * F("gpu__share")),
+            idle=Sum(F("idle_share") * F("gpu__share")),
+        )
+    )
+    for row in rows:
+        resolution = resolutions.get(physical.get(row["gpu_id"], row["gpu_id"]))
+        if resolution is None:
+            continue
+        total = totals[(resolution.resource_id, row["day"])]
+        total[0] += row["total"]
+        total[1] += row["idle"] or 0.0
+        total[2] += row["weighted_util"] or 0.0
+    return [
+        ResourceDay(
+            resource_id=resource_id,
+            day=day,
+            gpu_hours=hours,
+            idle_gpu_hours=idle,
+            util_mean=weighted / hours if hours else None,
+        )
+        for (resource_id, day), (hours, idle, weighted) in sorted(totals.items())
+    ]
+
+
+# The mapping page -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnmappedHost:
+    host: str
+    gpus: int
+    models: list[str]
+    gpu_hours: float
+    last_seen_at: datetime | None
+    workloads: list[str]
+
+
+def unmapped_hosts(*, since: datetime) -> list[UnmappedHost]:
+    """Hosts none of whose GPUs resolves to a resource, with their GPU-hours since `since`,
+    most GPU-hours first: the ones worth mapping first."""
+    resolved = gpu_resolutions()
+    physical = list(
+        Gpu.objects.filter(parent__isnull=True).values(
+            "pk", "host", "model_name", "last_seen_at", "workload"
+        )
+    )
+    unmapped = [gpu for gpu in physical if gpu["pk"] not in resolved]
+    if not unmapped:
+        return []
+    ids = [gpu["pk"] for gpu in unmapped]
+    hours_by_gpu = dict(
+        _counted(GpuHour.objects.filter(hour__gte=since))
+        .filter(Q(gpu_id__in=ids) | Q(gpu__parent_id__in=ids))
+        .annotate(physical=Coalesce("gpu__parent_id", "gpu_id"))
+        .values("physical")
+        .annotate(total=Sum("gpu__share"))
+        .values_list("physical", "total")
+    )
+    hosts: dict[str, list[dict]] = defaultdict(list)
+    for gpu in unmapped:
+        hosts[gpu["host"]].append(gpu)
+    result = []
+    for host, gpus in hosts.items():
+        seen = [gpu["last_seen_at"] for gpu in gpus if gpu["last_seen_at"]]
+        result.append(
+            UnmappedHost(
+                host=host,
+                gpus=len(gpus),
+                models=sorted({gpu["model_name"] for gpu in gpus if gpu["model_name"]}),
+                gpu_hours=sum(hours_by_gpu.get(gpu["pk"], 0.0) for gpu in gpus),
+                last_seen_at=max(seen) if seen else None,
+                workloads=sorted({gpu["workload"] for gpu in gpus if gpu["workload"]}),
+            )
+        )
+    result.sort(key=lambda item: (-item.gpu_hours, item.host))
+    return result
+
+
+@dataclass(frozen=True)
+class MappingRow:
+    mapping: HostMapping
+    gpus: int
+    last_seen_at: datetime | None
+    editable: bool
+
+
+def host_mapping_rows(*, user) -> list[MappingRow]:
+    """Every mapping, with how many GPUs its host has and when one was last seen."""
+    per_host = {
+        row["host"]: row
+        for row in Gpu.objects.filter(parent__isnull=True)
+        .values("host")
+        .annotate(gpus=Count("pk"), last=Max("last_seen_at"))
+    }
+    editable = set(host_mappings_editable_by(user=user).values_list("pk", flat=True))
+    return [
+        MappingRow(
+            mapping=mapping,
+            gpus=per_host.get(mapping.host, {}).get("gpus", 0),
+            last_seen_at=per_host.get(mapping.host, {}).get("last"),
+            editable=mapping.pk in editable,
+        )
+        for mapping in HostMapping.objects.select_related("created_by")
+    ]

@@ -1,0 +1,43 @@
+"""Celery tasks: thin wrappers that take ids, load the rows and call one service."""
+
+from celery import shared_task
+
+from . import services
+from .models import MetricImport, MetricSource
+
+POLL_MAX_RETRIES = 4
+
+
+@shared_task
+def metric_sources_poll_due() -> list[int]:
+    """Beat's tick (schedules.py): enqueue a poll for every source that is due."""
+    source_ids = services.metric_sources_claim_due()
+    for source_id in source_ids:
+        metric_source_poll_task.delay(source_id)
+    return source_ids
+
+
+@shared_task(bind=True, max_retries=POLL_MAX_RETRIES)
+def metric_source_poll_task(self, source_id: int) -> int:
+    """Poll one source; when the target is down, retry with a doubling delay. The source is
+    already marked unhealthy with the error by then, and its next scheduled poll waits past the
+    retries, so a down target is not polled twice at once."""
+    source = MetricSource.objects.filter(pk=source_id, is_paused=False).first()
+    if source is None:
+        return 0
+    try:
+        return services.metric_source_poll(source=source)
+    except services.MetricSourceError as exc:
+        if self.request.is_eager:
+            # Run in process (the demo, "Poll now" without a worker): there is no later to retry
+            # at; the source already shows the error.
+            return 0
+        raise self.retry(
+            exc=exc, countdown=services.retry_delay(failures=source.consecutive_failures)
+        ) from exc
+
+
+@shared_task
+def metric_import_execute_task(metric_import_id: int) -> str:
+    metric_import = MetricImport.objects.get(pk=metric_import_id)
+    return services.metric_import_execute(metric_import=metric_import).status

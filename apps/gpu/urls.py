@@ -1,0 +1,22 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("gpus/", views.fleet, name="gpu_fleet"),
+    path("gpus/<int:gpu_pk>/", views.gpu_detail, name="gpu_detail"),
+    path("gpus/sources/", views.source_list, name="gpu_source_list"),
+    path("gpus/sources/new/", views.source_create, name="gpu_source_create"),
+    path("gpus/sources/<int:source_pk>/edit/", views.source_edit, name="gpu_source_edit"),
+    path("gpus/sources/<int:source_pk>/pause/", views.source_pause, name="gpu_source_pause"),
+    path("gpus/sources/<int:source_pk>/poll/", views.source_poll, name="gpu_source_poll"),
+    path("gpus/hosts/", views.host_mapping_list, name="gpu_host_mapping_list"),
+    path(
+        "gpus/hosts/<int:mapping_pk>/edit/", views.host_mapping_edit, name="gpu_host_mapping_edit"
+    ),
+    path(
+        "gpus/hosts/<int:mapping_pk>/delete/",
+        views.host_mapping_delete,
+        name="gpu_host_mapping_delete",
+    ),
+]

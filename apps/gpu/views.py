@@ -1,0 +1,242 @@
+import copy
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from apps.accounts.models import Organization
+from costsite.htmx import form_page, redirect_after_save
+
+from . import selectors, services, tasks
+from .charts import fleet_charts, gpu_hourly_chart
+from .forms import HostMappingForm, MetricSourceForm
+from .models import MetricSource
+
+PERIODS = (7, 30, 90)
+# (sort key, heading, numeric)
+GPU_COLUMNS = [
+    ("gpu", "GPU", False),
+    ("model", "Model", False),
+    ("", "Resource", False),
+    ("hours", "GPU-hours", True),
+    ("util", "Mean utilisation", True),
+    ("idle", "Idle", True),
+]
+DEFAULT_PERIOD = 30
+UNMAPPED_SINCE_DAYS = 30
+
+
+def _period_days(request: HttpRequest, default: int = DEFAULT_PERIOD) -> int:
+    try:
+        days = int(request.GET.get("days", default))
+    except ValueError:
+        return default
+    return days if days in PERIODS else default
+
+
+def _staff_only(request: HttpRequest) -> None:
+    # 404, never 403 (apps/accounts/selectors.py): one rule for every refusal.
+    if not request.user.is_staff:
+        raise Http404("No such page.")
+
+
+def _gpu_columns(sort: str) -> list[dict]:
+    return [
+        {
+            "label": label,
+            "numeric": numeric,
+            "sort": "" if not key else (f"-{key}" if sort == key else key),
+            "active": "ascending" if sort == key else "descending" if sort == f"-{key}" else "",
+        }
+        for key, label, numeric in GPU_COLUMNS
+    ]
+
+
+@login_required
+def fleet(request: HttpRequest) -> HttpResponse:
+    days = _period_days(request)
+    sort = request.GET.get("sort", "-hours")
+    if sort.removeprefix("-") not in selectors.GPU_SORTS:
+        sort = "-hours"
+    start, end = selectors.period(days=days)
+    summary = selectors.fleet(user=request.user, start=start, end=end)
+    context = {
+        "fleet": summary,
+        "days": days,
+        "periods": PERIODS,
+        "sort": sort,
+        **fleet_charts(fleet=summary),
+        "gpus": selectors.fleet_gpus(user=request.user, start=start, end=end, sort=sort),
+        "gpu_columns": _gpu_columns(sort),
+        "can_map": selectors.can_map_hosts(user=request.user),
+        "can_see_sources": selectors.can_see_sources(user=request.user),
+    }
+    template = "gpu/fleet.html#fleet-body" if request.htmx else "gpu/fleet.html"
+    return render(request, template, context)
+
+
+@login_required
+def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
+    gpu = selectors.gpu_for_user(user=request.user, pk=gpu_pk)
+    days = _period_days(request, default=7)
+    # A GPU that stopped reporting shows its last days, not an empty chart of the present.
+    start, end = selectors.period(
+        days=days, now=min(timezone.now(), gpu.last_seen_at or timezone.now())
+    )
+    threshold = float(Organization.get().idle_threshold_percent)
+    hours = selectors.gpu_hours_series(gpu=gpu, start=start, end=end)
+    resolution = selectors.gpu_resolutions(gpus=[gpu.parent or gpu]).get((gpu.parent or gpu).pk)
+    context = {
+        "gpu": gpu,
+        "days": days,
+        "periods": PERIODS,
+        "chart": gpu_hourly_chart(hours=hours, threshold=threshold),
+        "usage": selectors.usage_of(gpu.hours.filter(hour__gte=start, hour__lt=end)),
+        "start": start,
+        "end": end,
+        "resolution": resolution,
+        "owners": selectors.gpu_owners(gpu=gpu, user=request.user),
+        "mig_instances": gpu.mig_instances.all(),
+        "can_map": selectors.can_map_hosts(user=request.user),
+    }
+    template = "gpu/gpu_detail.html#gpu-body" if request.htmx else "gpu/gpu_detail.html"
+    return render(request, template, context)
+
+
+# Metric sources -------------------------------------------------------------------------------
+
+
+@login_required
+def source_list(request: HttpRequest) -> HttpResponse:
+    if not selectors.can_see_sources(user=request.user):
+        raise Http404("No such page.")
+    template = "gpu/source_list.html#source-rows" if request.htmx else "gpu/source_list.html"
+    return render(request, template, {"sources": selectors.metric_sources()})
+
+
+def _source_form_page(request: HttpRequest, form, *, title: str, submit: str) -> HttpResponse:
+    list_url = reverse("gpu_source_list")
+    return form_page(
+        request,
+        form=form,
+        title=title,
+        submit_label=submit,
+        cancel_url=list_url,
+        breadcrumbs=[("GPUs", reverse("gpu_fleet")), ("Metric sources", list_url)],
+        intro="costsite scrapes a dcgm-exporter's /metrics or pulls a Prometheus server's "
+        "query_range on this schedule and rolls the samples up per GPU per hour.",
+    )
+
+
+@login_required
+def source_create(request: HttpRequest) -> HttpResponse:
+    _staff_only(request)
+    form = MetricSourceForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        values = dict(form.cleaned_data)
+        paused = values.pop("is_paused")
+        source = services.metric_source_create(**values)
+        if paused:
+            services.metric_source_pause(source=source, paused=True)
+        messages.success(
+            request, f"Metric source “{source.name}” added; the first poll is due now."
+        )
+        return redirect_after_save(request, reverse("gpu_source_list"))
+    return _source_form_page(request, form, title="New metric source", submit="Add source")
+
+
+@login_required
+def source_edit(request: HttpRequest, source_pk: int) -> HttpResponse:
+    _staff_only(request)
+    source = get_object_or_404(MetricSource, pk=source_pk)
+    form = MetricSourceForm(request.POST or None, instance=copy.copy(source))
+    if request.method == "POST" and form.is_valid():
+        values = dict(form.cleaned_data)
+        paused = values.pop("is_paused")
+        source = services.metric_source_update(source=source, **values)
+        if paused != source.is_paused:
+            services.metric_source_pause(source=source, paused=paused)
+        messages.success(request, f"Metric source “{source.name}” saved.")
+        return redirect_after_save(request, reverse("gpu_source_list"))
+    return _source_form_page(request, form, title=f"Edit {source.name}", submit="Save source")
+
+
+@login_required
+@require_POST
+def source_pause(request: HttpRequest, source_pk: int) -> HttpResponse:
+    _staff_only(request)
+    source = get_object_or_404(MetricSource, pk=source_pk)
+    services.metric_source_pause(source=source, paused=not source.is_paused)
+    if request.htmx:
+        return render(
+            request, "gpu/source_list.html#source-rows", {"sources": selectors.metric_sources()}
+        )
+    state = "paused" if source.is_paused else "resumed"
+    messages.success(request, f"Metric source “{source.name}” {state}.")
+    return redirect("gpu_source_list")
+
+
+@login_required
+@require_POST
+def source_poll(request: HttpRequest, source_pk: int) -> HttpResponse:
+    _staff_only(request)
+    source = get_object_or_404(MetricSource, pk=source_pk)
+    tasks.metric_source_poll_task.delay_on_commit(source.pk)
+    messages.success(request, f"A poll of “{source.name}” is queued.")
+    return redirect("gpu_source_list")
+
+
+# Host-to-resource mappings ----------------------------------------------------------------------
+
+
+@login_required
+def host_mapping_list(request: HttpRequest) -> HttpResponse:
+    if not selectors.can_map_hosts(user=request.user):
+        raise Http404("No such page.")
+    form = HostMappingForm(request.POST or None, initial={"host": request.GET.get("host", "")})
+    if request.method == "POST" and form.is_valid():
+        mapping = services.host_mapping_set(created_by=request.user, **form.cleaned_data)
+        messages.success(request, f"{mapping.host} now maps to {mapping.resource_id}.")
+        return redirect_after_save(request, reverse("gpu_host_mapping_list"))
+    since, _ = selectors.period(days=UNMAPPED_SINCE_DAYS)
+    context = {
+        "form": form,
+        "unmapped": selectors.unmapped_hosts(since=since),
+        "mappings": selectors.host_mapping_rows(user=request.user),
+        "since_days": UNMAPPED_SINCE_DAYS,
+    }
+    if request.htmx and request.method == "POST":
+        return render(request, "gpu/host_mapping_list.html#mapping-form", context)
+    return render(request, "gpu/host_mapping_list.html", context)
+
+
+@login_required
+def host_mapping_edit(request: HttpRequest, mapping_pk: int) -> HttpResponse:
+    mapping = selectors.host_mapping_for_user(user=request.user, pk=mapping_pk)
+    form = HostMappingForm(request.POST or None, instance=copy.copy(mapping))
+    if request.method == "POST" and form.is_valid():
+        mapping = services.host_mapping_update(mapping=mapping, **form.cleaned_data)
+        messages.success(request, f"{mapping.host} now maps to {mapping.resource_id}.")
+        return redirect_after_save(request, reverse("gpu_host_mapping_list"))
+    list_url = reverse("gpu_host_mapping_list")
+    return form_page(
+        request,
+        form=form,
+        title=f"Edit the mapping of {mapping.host}",
+        submit_label="Save mapping",
+        cancel_url=list_url,
+        breadcrumbs=[("GPUs", reverse("gpu_fleet")), ("Hosts", list_url)],
+    )
+
+
+@login_required
+@require_POST
+def host_mapping_delete(request: HttpRequest, mapping_pk: int) -> HttpResponse:
+    mapping = selectors.host_mapping_for_user(user=request.user, pk=mapping_pk)
+    services.host_mapping_delete(mapping=mapping)
+    messages.success(request, f"{mapping.host} is no longer mapped.")
+    return redirect("gpu_host_mapping_list")

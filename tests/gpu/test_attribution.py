@@ -1,0 +1,157 @@
+"""Joining GPUs to the bill, and GPU-hours per project, experiment, model and deployment."""
+
+from datetime import timedelta
+
+import pytest
+
+from apps.gpu import selectors, services
+from apps.gpu.models import Gpu
+from tests.factories import ExperimentFactory, ExperimentResourceFactory
+
+from .helpers import at
+
+
+def test_each_gpu_is_joined_to_its_resource_by_the_first_rule_that_applies(gpu_fleet):
+    resolved = {
+        gpu.uuid: selectors.gpu_resolutions(gpus=[gpu]).get(gpu.pk) for gpu in Gpu.objects.all()
+    }
+
+    assert resolved["GPU-e1"] == selectors.Resolution("i-0aaa", "registered")
+    assert resolved["GPU-d1"] == selectors.Resolution("i-0ddd", "label")
+    assert resolved["GPU-o1"] == selectors.Resolution("i-0bbb", "mapping")
+    assert resolved["GPU-x1"] is None
+
+
+def test_a_label_beats_a_mapping_and_a_mapping_beats_a_registered_host(gpu_fleet):
+    services.host_mapping_set(host="i-0aaa", resource_id="i-0zzz")
+    services.host_mapping_set(host="ip-10-0-0-7", resource_id="i-0yyy")
+
+    resolved = selectors.gpu_resolutions()
+
+    assert resolved[Gpu.objects.get(uuid="GPU-e1").pk] == selectors.Resolution("i-0zzz", "mapping")
+    assert resolved[Gpu.objects.get(uuid="GPU-d1").pk] == selectors.Resolution("i-0ddd", "label")
+
+
+def test_an_experiment_counts_the_gpu_hours_of_its_resources_inside_its_window(gpu_fleet):
+    usage = selectors.experiment_gpu_usage(experiment=gpu_fleet["train"])
+
+    # Two GPUs at 10:00 and 11:00; 12:00 is after the run ended.
+    assert usage.gpu_hours == 4.0
+    assert usage.util_mean == 25.0  # (10 + 40) / 2 on each GPU
+    assert usage.idle_gpu_hours == 0.0  # 10% is not under the 10% threshold
+
+
+def test_a_deployment_counts_the_gpu_whose_series_names_its_instance(gpu_fleet):
+    usage = selectors.deployment_gpu_usage(deployment=gpu_fleet["serve"])
+
+    assert (usage.gpu_hours, usage.util_mean) == (3.0, 40.0)
+
+
+def test_a_model_counts_the_runs_that_made_it_and_the_deployments_that_serve_it(gpu_fleet):
+    usage = selectors.model_gpu_usage(model=gpu_fleet["model"])
+
+    assert usage.gpu_hours == 4.0 + 3.0
+    assert usage.util_mean == pytest.approx((4 * 25.0 + 3 * 40.0) / 7)
+
+
+def test_a_project_counts_each_gpu_hour_once_however_many_owners_used_it(gpu_fleet, project):
+    # A second run registers the same instance for an overlapping window.
+    rerun = ExperimentFactory(
+        project=project, started_at=at("2026-07-14 11:00"), ended_at=at("2026-07-14 13:00")
+    )
+    ExperimentResourceFactory(experiment=rerun, resource_id="i-0aaa")
+
+    usage = selectors.project_gpu_usage(project=project)
+
+    # GPU-e1 and GPU-e2 at 10:00, 11:00, 12:00 (the rerun reaches 12:00), and GPU-d1's three hours.
+    assert usage.gpu_hours == 6.0 + 3.0
+    assert usage.util_mean == 40.0
+
+
+def test_a_mapped_host_counts_for_the_project_whose_run_registered_the_resource(gpu_fleet):
+    usage = selectors.project_gpu_usage(project=gpu_fleet["other_project"])
+
+    assert (usage.gpu_hours, usage.util_mean) == (3.0, 40.0)
+
+
+def test_a_mig_instance_counts_as_its_share_of_a_gpu(load, project):
+    run = ExperimentFactory(project=project, started_at=at("2026-07-14 00:00"), ended_at=None)
+    ExperimentResourceFactory(experiment=run, resource_id="mig-host")
+    load(
+        'DCGM_FI_PROF_GR_ENGINE_ACTIVE{UUID="GPU-m",gpu="0",GPU_I_ID="1",GPU_I_PROFILE="3g.40gb",'
+        'modelName="NVIDIA H100 80GB HBM3",Hostname="mig-host"} 0.5\n'
+        'DCGM_FI_PROF_GR_ENGINE_ACTIVE{UUID="GPU-m",gpu="0",GPU_I_ID="2",GPU_I_PROFILE="1g.10gb",'
+        'modelName="NVIDIA H100 80GB HBM3",Hostname="mig-host"} 0.05\n',
+        "dcgm",
+        taken_at=at("2026-07-14 10:00"),
+    )
+
+    usage = selectors.experiment_gpu_usage(experiment=run)
+
+    assert usage.gpu_hours == pytest.approx(4 / 7)
+    assert usage.util_mean == pytest.approx((3 / 7 * 50 + 1 / 7 * 5) / (4 / 7))
+    assert usage.idle_gpu_hours == pytest.approx(1 / 7)
+
+
+def test_unmapped_hosts_are_listed_with_their_gpu_hours(gpu_fleet):
+    hosts = selectors.unmapped_hosts(since=at("2026-07-14 00:00"))
+
+    assert [(host.host, host.gpus, host.gpu_hours) for host in hosts] == [("mystery-box", 1, 3.0)]
+    assert hosts[0].last_seen_at == at("2026-07-14 13:00")
+
+
+def test_the_fleet_counts_gpu_hours_by_band_per_day_model_and_project(gpu_fleet, staff):
+    summary = selectors.fleet(user=staff, start=at("2026-07-14 00:00"), end=at("2026-07-15 00:00"))
+
+    assert summary.total.gpu_hours == 15.0
+    by_band = {(row.day.isoformat(), row.band): row.gpu_hours for row in summary.days}
+    # 10% is not idle (under 10%), so it is "low"; 40% is moderate; 70% is busy.
+    assert by_band == {
+        ("2026-07-14", "low"): 5.0,
+        ("2026-07-14", "moderate"): 5.0,
+        ("2026-07-14", "busy"): 5.0,
+    }
+    assert [
+        (group.label, group.gpu_hours if hasattr(group, "gpu_hours") else group.usage.gpu_hours)
+        for group in summary.projects
+    ] == [
+        ("Image ranking", 7.0),
+        ("Translation", 3.0),
+    ]
+    assert summary.unattributed.gpu_hours == 15.0 - 7.0 - 3.0
+    assert [(group.label, group.gpus) for group in summary.models] == [("Unknown model", 5)]
+
+
+def test_a_member_sees_only_the_gpu_hours_of_their_projects(gpu_fleet, member):
+    summary = selectors.fleet(
+        user=member, start=at("2026-07-14 00:00"), end=at("2026-07-14 00:00") + timedelta(days=1)
+    )
+
+    assert summary.total.gpu_hours == 7.0
+    assert [group.label for group in summary.projects] == ["Image ranking"]
+    assert summary.unattributed is None
+
+
+def test_gpu_use_per_resource_and_day_is_there_to_price_idle_time(gpu_fleet, load):
+    load(
+        "timestamp, hostname, uuid, utilization.gpu [%]\n"
+        "2026/07/15 01:00:00.000, mystery-box, GPU-x1, 2 %\n"
+        "2026/07/15 01:30:00.000, mystery-box, GPU-x1, 4 %\n"
+        "2026/07/15 02:00:00.000, gpu-node-9, GPU-o1, 0 %\n",
+        "nvidia-smi",
+        name="more.csv",
+    )
+
+    days = selectors.resource_gpu_days(
+        start=at("2026-07-14 00:00").date(), end=at("2026-07-16 00:00").date()
+    )
+
+    assert [
+        (d.resource_id, d.day.isoformat(), d.gpu_hours, d.idle_gpu_hours, d.util_mean) for d in days
+    ] == [
+        ("i-0aaa", "2026-07-14", 6.0, 0.0, 40.0),
+        ("i-0bbb", "2026-07-14", 3.0, 0.0, 40.0),
+        ("i-0bbb", "2026-07-15", 1.0, 1.0, 0.0),
+        ("i-0ddd", "2026-07-14", 3.0, 0.0, 40.0),
+    ]
+    assert days[2].idle_share == 1.0

@@ -1,0 +1,71 @@
+"""A real browser on the GPU pages: the charts draw under the strict CSP, the period switch swaps
+in place, and nothing complains in the console."""
+
+import shutil
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.urls import reverse
+
+from apps.gpu.models import Gpu
+from tests.factories import PASSWORD, StaffFactory
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def browser_page(monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("Debian's chromium is not installed (the test command installs it)")
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium, args=["--no-sandbox", "--disable-background-networking"]
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.problems = []
+        page.on(
+            "console",
+            lambda msg: msg.type in ("error", "warning") and page.problems.append(msg.text),
+        )
+        page.on("pageerror", lambda error: page.problems.append(str(error)))
+        yield page
+        browser.close()
+
+
+def test_staff_read_the_fleet_switch_the_period_and_open_a_gpu(
+    live_server, transactional_db, load, browser_page
+):
+    StaffFactory(username="ada")
+    start = datetime.now(tz=UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=30)
+    rows = "".join(
+        f"{start + timedelta(minutes=20 * n):%Y/%m/%d %H:%M:%S}.000, GPU-b{g}, "
+        f"{(n * 7 + g * 40) % 101} %\n"
+        for n in range(90)
+        for g in range(2)
+    )
+    load("timestamp, uuid, utilization.gpu [%]\n" + rows, "nvidia-smi", host="browser-box")
+    page = browser_page
+
+    page.goto(live_server.url + reverse("login"))
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.goto(live_server.url + reverse("gpu_fleet"))
+    page.wait_for_selector("#fleet-bands + div.chart[data-drawn=true] .main-svg")
+    assert page.locator("div.chart[data-drawn=true]").count() == 3
+
+    page.evaluate("window.__stillHere = true")
+    page.click("text=7 days")
+    page.wait_for_selector("a[aria-current=true]:has-text('7 days')")
+    page.wait_for_selector("#fleet-bands + div.chart[data-drawn=true] .main-svg")
+    assert page.evaluate("window.__stillHere") is True
+    assert page.url.endswith("?days=7&sort=-hours")
+
+    page.click(f"text={Gpu.objects.get(uuid='GPU-b0')}")
+    page.wait_for_selector("#gpu-hourly + div.chart[data-drawn=true] .main-svg")
+    assert "browser-box" in page.inner_text("main")
+    assert page.problems == []

@@ -1,0 +1,311 @@
+"""The GPU pages: who sees what (staff, lead, member, outsider), forms, htmx partials."""
+
+import json
+import re
+
+import pytest
+import time_machine
+from django.conf import settings
+from django.urls import reverse
+
+from apps.gpu import services
+from apps.gpu.models import Gpu, HostMapping, MetricSource
+
+# A day after the fleet fixture's readings (2026-07-14 10:00-12:59 UTC).
+NOW = "2026-07-15 02:00:00+00:00"
+
+
+@pytest.fixture(autouse=True)
+def _frozen():
+    with time_machine.travel(NOW, tick=False):
+        yield
+
+
+def test_the_fleet_page_shows_each_user_the_gpu_hours_of_their_projects(
+    gpu_fleet, staff_client, lead_client, member_client, outsider_client
+):
+    staff = staff_client.get(reverse("gpu_fleet")).content.decode()
+    member = member_client.get(reverse("gpu_fleet")).content.decode()
+    outsider = outsider_client.get(reverse("gpu_fleet")).content.decode()
+
+    assert "Image ranking" in staff and "Translation" in staff
+    assert "Not attributed to a project" in staff
+    assert "mystery-box" in staff
+    assert "Image ranking" in member and "Translation" not in member
+    assert "mystery-box" not in member and "Not attributed to a project" not in member
+    assert "Translation" in outsider and "Image ranking" not in outsider
+    assert lead_client.get(reverse("gpu_fleet")).status_code == 200
+
+
+def test_the_fleet_chart_is_drawn_from_the_rollup_without_inline_script(gpu_fleet, staff_client):
+    response = staff_client.get(reverse("gpu_fleet"), {"days": 7})
+
+    page = response.content.decode()
+    assert 'data-figure="fleet-bands"' in page
+    figure = json.loads(
+        page.split('<script id="fleet-bands" type="application/json">')[1].split("</script>")[0]
+    )
+    bars = {trace["name"]: trace["y"] for trace in figure["data"]}
+    # 2026-07-09 to 2026-07-15; all fifteen GPU-hours are on the 14th.
+    assert bars == {
+        "Idle (under 10%)": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+        "Low (10–40%)": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0],
+        "Moderate (40–70%)": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0],
+        "Busy (70% and over)": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0],
+    }
+    assert "<script>" not in page
+    assert "script-src 'self';" in response["Content-Security-Policy"] + ";"
+
+
+def test_the_period_switch_swaps_only_the_fleets_body_for_htmx(gpu_fleet, member_client):
+    response = member_client.get(reverse("gpu_fleet"), {"days": 90}, headers={"HX-Request": "true"})
+
+    page = response.content.decode()
+    assert page.lstrip().startswith('<div id="fleet-body">')
+    assert "<html" not in page
+    assert 'href="?days=7&amp;sort=-hours"' in page and 'hx-get="?days=7&amp;sort=-hours"' in page
+
+
+def test_an_anonymous_visitor_is_sent_to_log_in(client, db):
+    response = client.get(reverse("gpu_fleet"))
+
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_a_gpu_page_is_404_to_whoever_cannot_see_its_project(
+    gpu_fleet, staff_client, lead_client, member_client, outsider_client
+):
+    vision_gpu = Gpu.objects.get(uuid="GPU-e1")
+    other_gpu = Gpu.objects.get(uuid="GPU-o1")
+    unmapped = Gpu.objects.get(uuid="GPU-x1")
+    url = lambda gpu: reverse("gpu_detail", args=[gpu.pk])  # noqa: E731
+
+    assert staff_client.get(url(unmapped)).status_code == 200
+    assert lead_client.get(url(vision_gpu)).status_code == 200
+    assert member_client.get(url(vision_gpu)).status_code == 200
+    assert member_client.get(url(unmapped)).status_code == 404
+    assert outsider_client.get(url(vision_gpu)).status_code == 404
+    assert outsider_client.get(url(other_gpu)).status_code == 200
+
+
+def test_a_gpu_page_says_how_its_host_joins_the_bill_and_charts_its_hours(gpu_fleet, member_client):
+    page = member_client.get(
+        reverse("gpu_detail", args=[Gpu.objects.get(uuid="GPU-e1").pk])
+    ).content.decode()
+
+    assert "<code>i-0aaa</code>" in page
+    assert "a resource id registered on a run or deployment" in page
+    assert f'href="{reverse("experiment_detail", args=[gpu_fleet["train"].pk])}"' in page
+    assert '<script id="gpu-hourly" type="application/json">' in page
+    assert "3 GPU-hours, 40% mean utilisation, 0% of it idle." in page
+
+
+def test_metric_sources_are_listed_to_staff_and_leads_and_changed_by_staff_only(
+    organization, staff_client, lead_client, member_client
+):
+    source = services.metric_source_create(
+        name="rack-1", kind=MetricSource.Kind.DCGM, url="http://rack-1:9400/metrics"
+    )
+    MetricSource.objects.filter(pk=source.pk).update(
+        health=MetricSource.Health.UNHEALTHY,
+        last_error="http://rack-1:9400/metrics cannot be reached: timed out",
+        consecutive_failures=3,
+    )
+    list_url = reverse("gpu_source_list")
+    edit_url = reverse("gpu_source_edit", args=[source.pk])
+    pause_url = reverse("gpu_source_pause", args=[source.pk])
+
+    staff_page = staff_client.get(list_url).content.decode()
+    lead_page = lead_client.get(list_url).content.decode()
+    assert "cannot be reached: timed out" in staff_page and "3 failures in a row" in staff_page
+    assert edit_url in staff_page
+    assert "cannot be reached: timed out" in lead_page and edit_url not in lead_page
+    assert member_client.get(list_url).status_code == 404
+    assert lead_client.get(edit_url).status_code == 404
+    assert lead_client.post(pause_url).status_code == 404
+    assert lead_client.get(reverse("gpu_source_create")).status_code == 404
+    source.refresh_from_db()
+    assert source.is_paused is False
+
+
+def test_staff_add_edit_and_pause_a_source(organization, staff_client):
+    response = staff_client.post(
+        reverse("gpu_source_create"),
+        {
+            "name": "prom",
+            "kind": "prometheus",
+            "url": "http://prometheus:9090",
+            "interval_seconds": 300,
+            "series_selector": 'job="gpu"',
+            "step_seconds": 30,
+            "query_window_minutes": 120,
+        },
+    )
+    assert response.status_code == 302
+    source = MetricSource.objects.get(name="prom")
+    assert (source.kind, source.step_seconds, source.series_selector) == (
+        "prometheus",
+        30,
+        'job="gpu"',
+    )
+    assert source.next_poll_at is not None
+
+    staff_client.post(
+        reverse("gpu_source_edit", args=[source.pk]),
+        {
+            "name": "prom",
+            "kind": "prometheus",
+            "url": "http://prometheus:9090",
+            "interval_seconds": 60,
+            "step_seconds": 30,
+            "query_window_minutes": 120,
+            "is_paused": "on",
+        },
+    )
+    source.refresh_from_db()
+    assert (source.interval_seconds, source.is_paused) == (60, True)
+
+    response = staff_client.post(
+        reverse("gpu_source_pause", args=[source.pk]), headers={"HX-Request": "true"}
+    )
+    source.refresh_from_db()
+    assert source.is_paused is False
+    assert response.content.decode().lstrip().startswith('<div id="source-rows"')
+
+
+def test_poll_now_on_a_down_source_shows_its_error_without_a_worker(
+    organization, staff_client, django_capture_on_commit_callbacks
+):
+    from costsite.celery import app as celery_app
+
+    from .servers import closed_port_url
+
+    source = services.metric_source_create(name="down", kind="dcgm", url=closed_port_url())
+    celery_app.conf.task_always_eager = True
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            response = staff_client.post(reverse("gpu_source_poll", args=[source.pk]))
+    finally:
+        celery_app.conf.task_always_eager = settings.CELERY_TASK_ALWAYS_EAGER
+
+    assert response.status_code == 302
+    source.refresh_from_db()
+    assert source.health == MetricSource.Health.UNHEALTHY
+    assert "Connection refused" in source.last_error
+    assert "Connection refused" in staff_client.get(reverse("gpu_source_list")).content.decode()
+
+
+def test_a_source_form_refuses_what_cannot_be_polled(organization, staff_client):
+    response = staff_client.post(
+        reverse("gpu_source_create"),
+        {
+            "name": "x",
+            "kind": "dcgm",
+            "url": "http://node:9400",
+            "interval_seconds": 1,
+            "step_seconds": 60,
+            "query_window_minutes": 60,
+            "series_selector": '{job="x"}',
+        },
+    )
+
+    page = response.content.decode()
+    assert "Give the exporter&#x27;s full metrics URL, e.g. http://node:9400/metrics." in page
+    assert "Poll at most every 5 seconds." in page
+    assert "Leave out the braces" in page
+    assert not MetricSource.objects.exists()
+
+
+def test_the_mapping_page_lists_unmapped_hosts_to_staff_and_leads_only(
+    gpu_fleet, staff_client, lead_client, member_client
+):
+    url = reverse("gpu_host_mapping_list")
+
+    page = lead_client.get(url).content.decode()
+    assert "<code>mystery-box</code>" in page
+    assert staff_client.get(url).status_code == 200
+    assert member_client.get(url).status_code == 404
+
+
+def test_a_lead_maps_a_host_and_its_gpus_join_the_project(gpu_fleet, lead_client, lead, project):
+    from tests.factories import ExperimentFactory, ExperimentResourceFactory
+
+    from .helpers import at
+
+    run = ExperimentFactory(project=project, started_at=at("2026-07-14 00:00"), ended_at=None)
+    ExperimentResourceFactory(experiment=run, resource_id="i-0fff")
+
+    response = lead_client.post(
+        reverse("gpu_host_mapping_list"),
+        {"host": " mystery-box ", "resource_id": "i-0fff", "note": "the desk-side box"},
+    )
+
+    assert response.status_code == 302
+    mapping = HostMapping.objects.get(host="mystery-box")
+    assert (mapping.resource_id, mapping.created_by) == ("i-0fff", lead)
+    from apps.gpu import selectors
+
+    assert selectors.experiment_gpu_usage(experiment=run).gpu_hours == 3.0
+    page = lead_client.get(reverse("gpu_host_mapping_list")).content.decode()
+    unmapped = page.split('id="unmapped-title"')[1].split('id="map-title"')[0]
+    assert "mystery-box" not in unmapped
+    assert "Every host that reported GPU metrics maps to a resource." in unmapped
+
+
+def test_mapping_a_host_twice_is_refused_with_where_to_edit_it(gpu_fleet, lead_client):
+    response = lead_client.post(
+        reverse("gpu_host_mapping_list"),
+        {"host": "gpu-node-9", "resource_id": "i-0fff"},
+        headers={"HX-Request": "true"},
+    )
+
+    page = response.content.decode()
+    assert page.lstrip().startswith("<form")
+    assert "This host is mapped already: edit its mapping in the list below." in page
+    assert HostMapping.objects.get(host="gpu-node-9").resource_id == "i-0bbb"
+
+
+def test_an_outsider_gets_404_for_a_mapping_of_another_teams_resource(
+    gpu_fleet, outsider_client, lead_client, staff_client
+):
+    theirs = HostMapping.objects.get(host="gpu-node-9")  # i-0bbb: the other team's run
+    ours = services.host_mapping_set(host="spare", resource_id="i-0aaa")  # the lead's project's
+
+    assert outsider_client.get(reverse("gpu_host_mapping_edit", args=[ours.pk])).status_code == 404
+    assert (
+        outsider_client.post(reverse("gpu_host_mapping_delete", args=[ours.pk])).status_code == 404
+    )
+    assert lead_client.get(reverse("gpu_host_mapping_edit", args=[theirs.pk])).status_code == 404
+    assert (
+        outsider_client.get(reverse("gpu_host_mapping_edit", args=[theirs.pk])).status_code == 200
+    )
+    assert HostMapping.objects.filter(pk=ours.pk).exists()
+
+    response = lead_client.post(
+        reverse("gpu_host_mapping_edit", args=[ours.pk]),
+        {"host": "spare", "resource_id": "i-0aaa", "note": "moved"},
+    )
+    assert response.status_code == 302
+    assert staff_client.post(reverse("gpu_host_mapping_delete", args=[ours.pk])).status_code == 302
+    assert not HostMapping.objects.filter(pk=ours.pk).exists()
+
+
+def test_the_gpu_table_sorts_by_the_column_asked_for(gpu_fleet, staff_client):
+    def order(sort):
+        page = staff_client.get(reverse("gpu_fleet"), {"sort": sort}).content.decode()
+        table = page.split('id="gpus-title"')[1]
+        return [
+            Gpu.objects.get(pk=int(pk)).uuid for pk in re.findall(r'href="/gpus/(\d+)/"', table)
+        ]
+
+    assert order("gpu") == ["GPU-o1", "GPU-e1", "GPU-e2", "GPU-d1", "GPU-x1"]
+    assert order("-gpu") == ["GPU-x1", "GPU-d1", "GPU-e2", "GPU-e1", "GPU-o1"]
+    assert order("nonsense")[0] in {"GPU-o1", "GPU-e1", "GPU-e2", "GPU-d1", "GPU-x1"}
+
+
+def test_the_nav_links_to_the_fleet(member_client, organization):
+    page = member_client.get(reverse("gpu_fleet")).content.decode()
+
+    assert f'<a href="{reverse("gpu_fleet")}">GPUs</a>' in page
+    assert "No GPU-hours in this period" in page

@@ -30,8 +30,10 @@ def main() -> None:
     started = time.perf_counter()
     focus_benchmark_write(args.path, rows=args.rows, seed=args.seed)
     size = args.path.stat().st_size
-    print(f"{args.rows:,} rows, {size / 1e6:,.0f} MB in {time.perf_counter() - started:.1f} s: "
-          f"{args.path}")
+    print(
+        f"{args.rows:,} rows, {size / 1e6:,.0f} MB in {time.perf_counter() - started:.1f} s: "
+        f"{args.path}"
+    )
 
 
 if __name__ == "__main__":

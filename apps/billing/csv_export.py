@@ -49,7 +49,9 @@ class _Echo:
         return value
 
 
-def csv_response(*, filename: str, header: list[str], rows: Iterable[Iterable]) -> StreamingHttpResponse:
+def csv_response(
+    *, filename: str, header: list[str], rows: Iterable[Iterable]
+) -> StreamingHttpResponse:
     """A streamed download: a big table never sits in memory as one string."""
     writer = csv.writer(_Echo())
 

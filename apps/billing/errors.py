@@ -40,3 +40,15 @@ class MissingColumnError(Exception):
         self.missing = missing
         noun = "column" if len(missing) == 1 else "columns"
         super().__init__(f"missing mandatory {format_label} {noun} {', '.join(missing)}")
+
+
+class SourceValueError(Exception):
+    """A bad value a format found while mapping a batch onto FOCUS: the batch's row index and the
+    source column; the importer adds the file and the row number (`at`)."""
+
+    def __init__(self, index: int, column: str, value: object, expected: str):
+        self.index, self.column, self.value, self.expected = index, column, value, expected
+        super().__init__(f"row index {index}, column {column}")
+
+    def at(self, file: str, first_row: int) -> BillingRowError:
+        return BillingRowError(file, first_row + self.index, self.column, self.value, self.expected)

@@ -260,6 +260,22 @@ class SpendFilters:
         return urlencode(params)
 
     @property
+    def start_value(self) -> str:
+        """The date inputs show the range in force ("all time" has no start to show)."""
+        return self.period.start.isoformat() if self.period.start else ""
+
+    @property
+    def end_value(self) -> str:
+        return self.period.last_day.isoformat() if self.period.start else ""
+
+    @property
+    def selects(self) -> list:
+        """The filter fields this page offers, bound, for the filter bar."""
+        if self.form is None:
+            return []
+        return [self.form[name] for name in self.form.dimensions if name in self.form.fields]
+
+    @property
     def query_string(self) -> str:
         return urlencode(self.params)
 

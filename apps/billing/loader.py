@@ -18,7 +18,7 @@ from django.db import connection
 from django.db.models import Case, Count, DecimalField, F, Max, Sum, Value, When
 from django.db.models.functions import Coalesce, Lower, TruncDate
 
-from .models import CostLineItem, DailyCost, DailyResourceCost
+from .models import CostLineItem, DailyCost, DailyResourceCost, Delivery
 from .normalise import DEC, HOUR_UNITS, TEXT_SUFFIX
 
 NAIVE = pa.timestamp("us")
@@ -55,8 +55,17 @@ DAILY_KEYS = [
     "billing_currency",
 ]
 TEXT_KEYS = {
-    "resource_id", "resource_name", "billing_account_id", "sub_account_id", "provider_name",
-    "service_name", "region_id", "workload", "cost_kind", "billing_currency", "pricing_category",
+    "resource_id",
+    "resource_name",
+    "billing_account_id",
+    "sub_account_id",
+    "provider_name",
+    "service_name",
+    "region_id",
+    "workload",
+    "cost_kind",
+    "billing_currency",
+    "pricing_category",
 }
 RESOURCE_KEYS = [
     "delivery_id",
@@ -365,26 +374,34 @@ class RollupAccumulator:
         """Cut both rollups from the sums, day by day, and copy them out in modest batches."""
         daily: list[pa.Table] = []
         resource: list[pa.Table] = []
-        for fine in days:
+        for position, fine in enumerate(days, start=1):
             if fine.num_rows:
                 for name, codes in self._codes.items():
                     fine = fine.set_column(
-                        fine.column_names.index(name), name,
+                        fine.column_names.index(name),
+                        name,
                         codes.decode(fine[name].combine_chunks()),
                     )
                 daily.append(_sum(fine, DAILY_KEYS, FINE_SUMS))
                 with_resource = fine.filter(pc.not_equal(fine["resource_id"], ""))
-                resource.append(_sum(
-                    with_resource, RESOURCE_KEYS, ["effective_cost", "billed_cost", "line_items"],
-                    maximum="resource_name",
-                ))
-            if sum(t.num_rows for t in resource) > 20_000 or fine is days[-1]:
+                resource.append(
+                    _sum(
+                        with_resource,
+                        RESOURCE_KEYS,
+                        ["effective_cost", "billed_cost", "line_items"],
+                        maximum="resource_name",
+                    )
+                )
+            if sum(t.num_rows for t in resource) > 20_000 or position == len(days):
                 if daily:
-                    _copy_table(DailyCost._meta.db_table,
-                                pa.concat_tables(daily).select(DAILY_COLUMNS))
+                    _copy_table(
+                        DailyCost._meta.db_table, pa.concat_tables(daily).select(DAILY_COLUMNS)
+                    )
                 if resource:
-                    _copy_table(DailyResourceCost._meta.db_table,
-                                pa.concat_tables(resource).select(RESOURCE_COLUMNS))
+                    _copy_table(
+                        DailyResourceCost._meta.db_table,
+                        pa.concat_tables(resource).select(RESOURCE_COLUMNS),
+                    )
                 daily, resource = [], []
 
 
@@ -400,7 +417,7 @@ def _sum(table: pa.Table, keys: list[str], sums: list[str], maximum: str = "") -
 
 def rollups_rebuild(*, delivery_id: int, start=None, end=None) -> None:
     """Recompute one delivery's rollup rows from its line items (for days in [start, end))."""
-    lines = CostLineItem.objects.filter(delivery_id=delivery_id)
+    lines = CostLineItem.objects.of_delivery(Delivery.objects.get(pk=delivery_id))
     daily = DailyCost.objects.filter(delivery_id=delivery_id)
     resource = DailyResourceCost.objects.filter(delivery_id=delivery_id)
     if start is not None:

@@ -17,14 +17,17 @@ what was expected.
 import json
 import re
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import BillingRowError
-from .formats.base import ColumnMap
-from .formats.focus import COLUMNS, OPEN_ENUMS, Column
+from .focus_spec import COLUMNS, OPEN_ENUMS, Column
 from .models import CostKind, CostLineItem
+
+if TYPE_CHECKING:  # formats import this module: no import of theirs at run time
+    from .formats.base import ColumnMap
 
 DEC = pa.decimal128(38, 15)
 TS = pa.timestamp("us", tz="UTC")
@@ -37,6 +40,9 @@ CACHE_LIMIT = 200_000
 # A decimal column's source text, kept beside the number when it converted exactly: the database
 # parses it as well as our own rendering, and rendering decimals is the dearest part of the CSV.
 TEXT_SUFFIX = "__text"
+# A format that makes several lines of one source row (GCP's credits) says which row each line
+# came from under this key; rows are then numbered by it.
+SOURCE_INDEX = "_source_index"
 MAX_LENGTHS = {
     f.column: f.max_length
     for f in CostLineItem._meta.concrete_fields
@@ -115,7 +121,7 @@ def _enum_key(value: str) -> str:
 class FocusNormaliser:
     """Checks and types the FOCUS columns of one file's batches; remembers distinct values."""
 
-    def __init__(self, *, label: str, columns: ColumnMap, spelled_nulls: bool = True):
+    def __init__(self, *, label: str, columns: "ColumnMap", spelled_nulls: bool = True):
         self.label = label
         self.columns = columns
         self.spelled_nulls = spelled_nulls
@@ -128,6 +134,7 @@ class FocusNormaliser:
         self._sku: dict[str, tuple[str | None, int | None]] = {}
         self._usage_types: dict[str, str | None] = {}
         self._gpu_types: dict[str, bool] = {}
+        self._source_index: list[int] | None = None
 
     def _clean(self, array: pa.Array) -> pa.Array:
         return clean_strings(array, spelled_nulls=self.spelled_nulls)
@@ -138,6 +145,8 @@ class FocusNormaliser:
         return self.columns.focus.get(focus_name, focus_name)
 
     def _fail(self, column: str, index: int, first_row: int, value, expected: str):
+        if self._source_index is not None:
+            index = self._source_index[index]
         return BillingRowError(
             self.label, first_row + index, self._source_name(column), value, expected
         )
@@ -148,10 +157,16 @@ class FocusNormaliser:
         self, arrays: dict[str, pa.Array], extras: dict[str, pa.Array], *, first_row: int
     ) -> pa.Table:
         """The typed line columns of one batch, in FOCUS's meaning, with the source row."""
+        arrays = dict(arrays)
+        source_index = arrays.pop(SOURCE_INDEX, None)
+        self._source_index = None if source_index is None else source_index.to_pylist()
         length = len(next(iter(arrays.values())))
-        out: dict[str, pa.Array] = {
-            "source_row": pa.array(range(first_row, first_row + length), pa.int64())
-        }
+        rows = (
+            pa.array(range(first_row, first_row + length), pa.int64())
+            if source_index is None
+            else pc.add(source_index, pa.scalar(first_row, pa.int64()))
+        )
+        out: dict[str, pa.Array] = {"source_row": rows}
         for column in COLUMNS:
             array = arrays.get(column.name)
             if column.field is None:
@@ -373,7 +388,14 @@ class FocusNormaliser:
     def _cost_kind(
         self, category: pa.Array, instance_type: pa.Array, gpu_count: pa.Array
     ) -> pa.Array:
-        """GPU or CPU compute, storage, network or other (see CostLineItem)."""
+        """The cost kind of each line, from its ServiceCategory and instance:
+
+        - Compute, or AI and Machine Learning with an instance type: GPU compute when the SKU
+          says GpuCount > 0 or the instance family carries accelerators (AWS p/g/trn/inf/dl
+          families, GCP a2-/a3-/a4-/g2-, Azure NC/ND/NV), else CPU compute;
+        - Storage: storage; Networking: network;
+        - anything else (managed AI services without an instance, databases, tax): other.
+        """
         encoded = pc.dictionary_encode(instance_type)
         flags = []
         for value in encoded.dictionary.to_pylist():
@@ -398,21 +420,21 @@ class FocusNormaliser:
         return kind
 
     def _extra_json(self, extras: dict[str, pa.Array], length: int) -> pa.Array:
-        """Provider columns (x_*) as one JSON object per row, built column-wise."""
+        """Provider columns (x_*) as one JSON object per row, built column-wise.
+
+        Each column's distinct values are rendered once as `"key":"value",` fragments (the
+        provider columns kept take few values), then the fragments are joined row by row.
+        """
         if not extras:
             return pa.array(["{}"] * length, pa.string())
         parts = []
         for name, array in extras.items():
-            array = self._clean(array)
-            special = pc.any(pc.match_substring_regex(array, r'[\x00-\x1f"\\]')).as_py()
-            if special:
-                encoded = pc.dictionary_encode(array)
-                escaped = [json.dumps(value)[1:-1] for value in encoded.dictionary.to_pylist()]
-                array = pc.take(pa.array(escaped, pa.string()), encoded.indices)
-            # Each present value as `"key":"value",` (Arrow's skipping join mishandles all-null
-            # inputs, so nulls become empty fragments instead).
-            fragment = pc.binary_join_element_wise(f'{json.dumps(name.strip())}:"', array, '",', "")
-            parts.append(pc.fill_null(fragment, ""))
+            encoded = pc.dictionary_encode(self._clean(array))
+            key = json.dumps(name.strip())
+            fragments = [f"{key}:{json.dumps(value)}," for value in encoded.dictionary.to_pylist()]
+            # Nulls become empty fragments (Arrow's null-skipping join mishandles all-null input).
+            part = pc.take(pa.array(fragments, pa.string()), encoded.indices)
+            parts.append(pc.fill_null(part, ""))
         joined = pc.binary_join_element_wise(*parts, "")
         body = pc.utf8_slice_codeunits(joined, 0, -1)  # the last comma
         return pc.binary_join_element_wise("{", body, "}", "")

@@ -10,6 +10,7 @@ import contextlib
 import csv
 import gzip
 import hashlib
+import json
 import threading
 import zlib
 from collections.abc import Iterator
@@ -67,10 +68,11 @@ class SourceFile:
     """One file, inspected: its kind, header and size. Rows come from `batches()`."""
 
     path: Path
-    kind: str  # csv, gzip or parquet
+    kind: str  # csv, gzip, parquet or ndjson (newline-delimited JSON, plain or gzip)
     header: list[str]
     size: int
     parquet_rows: int | None = None
+    gzipped: bool = False
     sha256: str = ""
     bytes_read: int = 0
     _columns: list[str] = field(default_factory=list)
@@ -79,6 +81,11 @@ class SourceFile:
     def label(self) -> str:
         return self.path.name
 
+    @property
+    def first_row(self) -> int:
+        """The number of the first data row: CSV's header is row 1; NDJSON has none."""
+        return 1 if self.kind == "ndjson" else 2
+
     def fail(self, problem: str) -> BillingFileError:
         return BillingFileError(self.label, problem)
 
@@ -86,6 +93,8 @@ class SourceFile:
         """Batches of about `rows` rows holding `columns`, read as text for CSV."""
         if self.kind == "parquet":
             yield from self._parquet_batches(columns, rows)
+        elif self.kind == "ndjson":
+            yield from self._ndjson_batches(columns, rows)
         else:
             yield from self._csv_batches(columns, rows)
 
@@ -217,6 +226,53 @@ class SourceFile:
             return self.fail("is not UTF-8 text")
         return self.fail(f"cannot be read as CSV: {message}")
 
+    def _ndjson_batches(self, columns: list[str], rows: int) -> Iterator[pa.RecordBatch]:
+        """Records flattened to dotted names (`service.description`), every value as text;
+        lists and objects below the top level stay JSON text for the format to read."""
+        hasher = _Hasher(self.path)
+        opener = gzip.open if self.gzipped else open
+        wanted = set(columns)
+        try:
+            with opener(self.path, "rt", encoding="utf-8-sig") as handle:
+                raw = getattr(handle, "buffer", None)
+                values: dict[str, list] = {name: [] for name in columns}
+                count = 0
+                for number, line in enumerate(handle, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise self.fail(
+                            f"row {number} is not a JSON object ({exc.msg} at character "
+                            f"{exc.pos + 1})"
+                        ) from None
+                    if not isinstance(record, dict):
+                        raise self.fail(f"row {number} is not a JSON object")
+                    flat = _flatten(record, wanted)
+                    for name in columns:
+                        values[name].append(flat.get(name))
+                    count += 1
+                    if count == rows:
+                        yield _text_batch(values, columns)
+                        values = {name: [] for name in columns}
+                        count = 0
+                        if raw is not None and hasattr(raw, "tell"):
+                            self.bytes_read = min(self.size, raw.tell())
+                if count:
+                    yield _text_batch(values, columns)
+        except (OSError, EOFError, zlib.error) as exc:
+            hasher.cancelled.set()
+            raise self.fail("is a truncated or corrupt gzip file") from exc
+        except UnicodeDecodeError as exc:
+            hasher.cancelled.set()
+            raise self.fail("is not UTF-8 text") from exc
+        except BaseException:
+            hasher.cancelled.set()
+            raise
+        self.sha256 = hasher.hexdigest()
+        self.bytes_read = self.size
+
     def _parquet_batches(self, columns: list[str], rows: int) -> Iterator[pa.RecordBatch]:
         hasher = _Hasher(self.path)
         try:
@@ -230,6 +286,31 @@ class SourceFile:
             raise
         self.sha256 = hasher.hexdigest()
         self.bytes_read = self.size
+
+
+def _flatten(record: dict, wanted: set[str], prefix: str = "") -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and name not in wanted:
+            out.update(_flatten(value, wanted, f"{name}."))
+        elif value is None:
+            out[name] = None
+        elif isinstance(value, (dict, list)):
+            out[name] = json.dumps(value)
+        elif isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        elif isinstance(value, float):
+            out[name] = repr(value)
+        else:
+            out[name] = str(value)
+    return out
+
+
+def _text_batch(values: dict[str, list], columns: list[str]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(values[name], pa.string()) for name in columns], names=columns
+    )
 
 
 def _record_boundary(data: bytearray, size: int) -> int:
@@ -315,6 +396,16 @@ def source_inspect(path: str | Path) -> SourceFile:
     kind = "gzip" if magic[:2] == GZIP_MAGIC else "csv"
     text = _text_sample(path, kind, label)
     first_line = text.splitlines()[0] if text.splitlines() else ""
+    if first_line.lstrip().startswith("{"):
+        # Newline-delimited JSON: the first record's (flattened) fields are the header.
+        try:
+            record = json.loads(first_line)
+        except json.JSONDecodeError as exc:
+            raise BillingFileError(label, f"row 1 is not a JSON object ({exc.msg})") from exc
+        if not isinstance(record, dict):
+            raise BillingFileError(label, "row 1 is not a JSON object")
+        header = list(_flatten(record, set()))
+        return SourceFile(path, "ndjson", header, size, gzipped=kind == "gzip")
     try:
         header = next(csv.reader([first_line]))
     except (csv.Error, StopIteration) as exc:

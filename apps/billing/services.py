@@ -12,7 +12,6 @@ A run whose deliveries are all unchanged rolls back and ends `unchanged`.
 
 import contextlib
 import hashlib
-import os
 import json
 import logging
 import time
@@ -32,8 +31,14 @@ from django.db.models.functions import Lower
 from django.utils import timezone
 
 from .attribution import ATTRIBUTION_COLUMNS, SPLIT_COLUMNS, Attributor
-from .errors import BillingFileError, BillingImportError, MissingColumnError
+from .errors import (
+    BillingFileError,
+    BillingImportError,
+    MissingColumnError,
+    SourceValueError,
+)
 from .formats import FORMATS, BillingFormat, format_detect, format_names
+from .formats.aws_cur import manifest_parts
 from .formats.focus import SIGNATURE
 from .loader import (
     LINE_COLUMNS,
@@ -58,13 +63,12 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def _arrow_memory_pool() -> None:
     """Use jemalloc for Arrow when the build has it: it hands freed memory back to the system
     sooner than the default mimalloc; on a million rows the peak fell from 282 to 249 MB."""
-    if os.environ.get("XPOOL") == "default": return
     with contextlib.suppress(NotImplementedError, pa.ArrowNotImplementedError):
         pa.set_memory_pool(pa.jemalloc_memory_pool())
 
 
 def _batch_rows() -> int:
-    return int(getattr(settings, "BILLING_IMPORT_BATCH_ROWS", 10_000))
+    return int(getattr(settings, "BILLING_IMPORT_BATCH_ROWS", 20_000))
 
 
 def money_text(amount: Decimal) -> str:
@@ -299,9 +303,34 @@ class _Importer:
         clock = time.monotonic()
         self._file_rows = 0
         self._current_format = self.run_row.requested_format
-        source = source_inspect(path)
-        fmt = self._format(source)
+        # A CUR manifest and its parts are one delivery; any other file is one on its own.
+        parts = manifest_parts(path)
+        sources = [source_inspect(part) for part in parts or [path]]
+        fmt = self._format(sources[0])
         self._current_format = fmt.name
+        tallies: dict[tuple[str, datetime], _DeliveryTally] = {}
+        rollups = RollupAccumulator()
+        version = ""
+        for source in sources:
+            version = self._import_source(source, fmt, tallies, rollups)
+        delivered = sources[0]
+        if parts is not None:
+            digest = hashlib.sha256("|".join(s.sha256 for s in sources).encode()).hexdigest()
+            delivered = SourceFile(Path(path), "manifest", [], 0, sha256=digest)
+        self._settle(delivered, fmt, version, tallies, rollups, time.monotonic() - clock)
+        self._progress(sources[-1], force=True)
+        return fmt.name
+
+    def _import_source(
+        self,
+        source: SourceFile,
+        fmt: BillingFormat,
+        tallies: dict,
+        rollups: RollupAccumulator,
+    ) -> str:
+        """Load one file (or one part of a manifest's delivery); its format version."""
+        if self.run_row.requested_format == "auto" and format_detect(source.header) is not fmt:
+            raise source.fail(f"is not in the same format ({fmt.label}) as the delivery's first")
         try:
             columns = fmt.column_map(source.header)
         except MissingColumnError as exc:
@@ -309,14 +338,15 @@ class _Importer:
         normaliser = FocusNormaliser(
             label=source.label, columns=columns, spelled_nulls=source.kind == "parquet"
         )
-        tallies: dict[tuple[str, datetime], _DeliveryTally] = {}
-        rollups = RollupAccumulator()
-        first_row = 2  # the header is row 1
+        first_row = source.first_row  # CSV's header is row 1
         try:
             for batch in source.batches(columns.source_columns, rows=_batch_rows()):
-                focus = fmt.to_focus(batch, columns)
-                extras = {name: batch.column(name) for name in columns.extra}
-                self._file_rows = first_row - 2  # read before this batch, were it to fail
+                self._file_rows = first_row - source.first_row  # read before this batch
+                try:
+                    focus = fmt.to_focus(batch, columns)
+                except SourceValueError as exc:
+                    raise exc.at(source.label, first_row) from None
+                extras = fmt.extras(batch, columns)
                 lines = normaliser.normalise(focus, extras, first_row=first_row)
                 first_row += batch.num_rows
                 lines = lines.append_column(
@@ -337,11 +367,9 @@ class _Importer:
         except BaseException as exc:
             self.sink.pause(failure=exc)
             raise
-        if first_row == 2:
-            raise source.fail("has a header but no rows")
-        self._settle(source, fmt, columns.version, tallies, rollups, time.monotonic() - clock)
-        self._progress(source, force=True)
-        return fmt.name
+        if first_row == source.first_row:
+            raise source.fail("has a header but no rows" if first_row == 2 else "has no rows")
+        return columns.version
 
     def _deliveries(
         self,
@@ -352,11 +380,26 @@ class _Importer:
         tallies: dict,
     ) -> pa.Array:
         """The delivery id of each line, creating (loading) deliveries as new keys appear."""
-        keys = lines.group_by(["billing_account_id", "billing_period_start"]).aggregate(
-            [("billing_period_end", "max"), ("provider_name", "max")]
-        )
+        accounts = pc.min_max(lines["billing_account_id"]).as_py()
+        periods = pc.min_max(lines["billing_period_start"]).as_py()
+        if accounts["min"] == accounts["max"] and periods["min"] == periods["max"]:
+            # Nearly every batch holds one delivery: no need to group.
+            keys = [
+                {
+                    "billing_account_id": accounts["min"],
+                    "billing_period_start": periods["min"],
+                    "billing_period_end_max": pc.max(lines["billing_period_end"]).as_py(),
+                    "provider_name_max": pc.max(lines["provider_name"]).as_py(),
+                }
+            ]
+        else:
+            keys = (
+                lines.group_by(["billing_account_id", "billing_period_start"])
+                .aggregate([("billing_period_end", "max"), ("provider_name", "max")])
+                .to_pylist()
+            )
         ids = {}
-        for item in keys.to_pylist():
+        for item in keys:
             key = (item["billing_account_id"], item["billing_period_start"])
             if key not in tallies:
                 self.sink.pause()  # the connection is busy while a COPY is open
@@ -365,11 +408,12 @@ class _Importer:
                     status=Delivery.Status.LOADING,
                     format=fmt.name,
                     format_version=version,
-                    file=str(source.path),
+                    file=self._current_file,  # a manifest's parts: the manifest
                     provider_name=item["provider_name_max"] or "",
                     billing_account_id=key[0],
                     billing_period_start=key[1],
                     billing_period_end=item["billing_period_end_max"],
+                    first_line_id=_last_line_id(),
                 )
                 tallies[key] = _DeliveryTally(delivery)
             ids[key] = tallies[key].delivery.pk
@@ -389,6 +433,19 @@ class _Importer:
         return pc.take(pa.array(mapped, pa.int64()), encoded.indices)
 
     def _tally(self, lines: pa.Table, tallies: dict) -> None:
+        deliveries = pc.min_max(lines["delivery_id"]).as_py()
+        currencies = pc.min_max(lines["billing_currency"]).as_py()
+        if deliveries["min"] == deliveries["max"] and currencies["min"] == currencies["max"]:
+            # One delivery in one currency, as nearly every batch: plain sums.
+            tally = _by_id(tallies, deliveries["min"])
+            tally.billed[currencies["min"]] += pc.sum(lines["billed_cost"]).as_py()
+            tally.effective[currencies["min"]] += pc.sum(lines["effective_cost"]).as_py()
+            tally.rows += lines.num_rows
+            starts = pc.min_max(lines["charge_period_start"]).as_py()
+            tally.first_start = _earliest(tally.first_start, starts["min"])
+            tally.last_start = _latest(tally.last_start, starts["max"])
+            tally.last_end = _latest(tally.last_end, pc.max(lines["charge_period_end"]).as_py())
+            return
         money = lines.group_by(["delivery_id", "billing_currency"]).aggregate(
             [("billed_cost", "sum"), ("effective_cost", "sum")]
         )
@@ -460,7 +517,8 @@ class _Importer:
         for tally, fingerprint, seen, result in settled:
             delivery = tally.delivery
             if seen is not None:
-                CostLineItem.objects.filter(delivery_id=delivery.pk).delete()
+                delivery.last_line_id = _last_line_id()
+                CostLineItem.objects.of_delivery(delivery).delete()
                 delivery.delete()
                 self.results.append(result)
                 continue
@@ -487,6 +545,7 @@ class _Importer:
             delivery.first_charge_period_start = tally.first_start
             delivery.last_charge_period_start = tally.last_start
             delivery.max_charge_period_end = tally.last_end
+            delivery.last_line_id = _last_line_id()
             delivery.save()
             rollups.write(delivery_ids=[delivery.pk])
             result.update(
@@ -543,9 +602,14 @@ def _latest(a, b):
     return b if a is None or (b is not None and b > a) else a
 
 
+def _last_line_id() -> int:
+    """The highest line id this transaction sees: lines written from now on get higher ones."""
+    return CostLineItem.objects.aggregate(last=Max("id"))["last"] or 0
+
+
 def delivery_drop_lines(*, delivery: Delivery) -> None:
     """Delete a delivery's line items and rollup rows (it is being replaced)."""
-    CostLineItem.objects.filter(delivery_id=delivery.pk).delete()
+    CostLineItem.objects.of_delivery(delivery).delete()
     DailyCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyResourceCost.objects.filter(delivery_id=delivery.pk).delete()
 
@@ -607,8 +671,11 @@ def attribution_refresh(*, resource_ids: list[str] | None = None) -> int:
             start = _day_start(first)
             end = _day_start(last) + timedelta(days=1)
             days: set = set()
-            for chunk in _line_chunks(delivery_id, start, end, keys):
+            delivery = Delivery.objects.get(pk=delivery_id)
+            for chunk in _line_chunks(delivery, start, end, keys):
                 changed += _reattribute(chunk, attributor, days)
+            # Parts written again have new ids: the delivery's range must cover them.
+            Delivery.objects.filter(pk=delivery_id).update(last_line_id=_last_line_id())
             if days:
                 rollups_rebuild(
                     delivery_id=delivery_id,
@@ -639,26 +706,28 @@ def _arrow_types() -> dict[str, pa.DataType]:
     return types
 
 
-def _line_chunks(delivery_id: int, start: datetime, end: datetime, keys: list[str] | None):
-    """The delivery's lines in the window as Arrow tables, every part of a source row together."""
+def _line_chunks(delivery: Delivery, start: datetime, end: datetime, keys: list[str] | None):
+    """The delivery's lines in the window as Arrow tables, in id order, every part of a source
+    row in the same chunk (a shared line's parts have adjacent ids)."""
     types = _arrow_types()
     names = ["id", *LINE_COLUMNS]
-    lines = CostLineItem.objects.filter(
-        delivery_id=delivery_id, charge_period_start__gte=start, charge_period_start__lt=end
+    lines = CostLineItem.objects.of_delivery(delivery).filter(
+        charge_period_start__gte=start, charge_period_start__lt=end
     )
     if keys is not None:
         lines = lines.annotate(key=Lower("resource_id")).filter(key__in=keys)
+    row_at = names.index("source_row")
     after = None
     while True:
-        page = lines if after is None else lines.filter(source_row__gt=after)
-        rows = list(page.order_by("source_row", "id").values_list(*names)[:REFRESH_CHUNK])
+        page = lines if after is None else lines.filter(id__gt=after)
+        rows = list(page.order_by("id").values_list(*names)[:REFRESH_CHUNK])
         if not rows:
             return
         complete = len(rows) < REFRESH_CHUNK
         if not complete:
-            last = rows[-1][names.index("source_row")]
-            rows = [r for r in rows if r[names.index("source_row")] != last] or rows
-            after = rows[-1][names.index("source_row")]
+            last = rows[-1][row_at]
+            rows = [r for r in rows if r[row_at] != last] or rows
+        after = rows[-1][0]
         columns = list(zip(*rows, strict=True))
         arrays = []
         for name, values in zip(names, columns, strict=True):
@@ -701,10 +770,10 @@ def _reattribute(lines: pa.Table, attributor: Attributor, days: set) -> int:
             )
         days.update(line_days(update).to_pylist())
     if rewritten.num_rows:
-        source_rows = sorted(rewrite_rows)
-        CostLineItem.objects.filter(
-            delivery_id=lines["delivery_id"][0].as_py(), source_row__in=source_rows
-        ).delete()
+        old_parts = lines.filter(
+            pc.is_in(lines["source_row"], value_set=pa.array(sorted(rewrite_rows), pa.int64()))
+        )["id"].to_pylist()
+        CostLineItem.objects.filter(id__in=old_parts).delete()
         sink = LineSink.for_connection()
         sink.write(rewritten)
         sink.pause()

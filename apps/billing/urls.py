@@ -9,9 +9,7 @@ urlpatterns = [
     path("unattributed/", views.unattributed, name="unattributed"),
     path("unattributed/spend.csv", views.unattributed_export, name="unattributed_export"),
     path("unattributed/claim/", views.unattributed_claim, name="unattributed_claim"),
-    path(
-        "projects/<slug:slug>/spend.csv", views.project_spend_export, name="project_spend_export"
-    ),
+    path("projects/<slug:slug>/spend.csv", views.project_spend_export, name="project_spend_export"),
     path("models/<int:model_pk>/spend.csv", views.model_spend_export, name="model_spend_export"),
     path(
         "experiments/<int:experiment_pk>/spend.csv",

@@ -38,6 +38,7 @@ from .forms_attribution import ClaimForm
 from .services_attribution import unattributed_claim as claim_service
 
 UNATTRIBUTED_PER_PAGE = 25
+MOVERS = 5  # per kind on a page; the CSV has every change
 CLAIM_RULE_PREFIX = "Claimed on the unattributed page"
 
 
@@ -118,9 +119,13 @@ def overview_context(request: HttpRequest) -> dict:
         projects_chart=pareto_chart(pareto=projects, currency=scope.currency, id="project-pareto"),
         models=models,
         models_chart=pareto_chart(pareto=models, currency=scope.currency, id="model-pareto"),
-        project_movers=selectors.movers(changes) if period.previous else [],
-        experiment_movers=selectors.owner_movers(scope=scope, period=period, kind="experiment"),
-        deployment_movers=selectors.owner_movers(scope=scope, period=period, kind="deployment"),
+        project_movers=selectors.movers(changes, limit=MOVERS) if period.previous else [],
+        experiment_movers=selectors.owner_movers(
+            scope=scope, period=period, kind="experiment", limit=MOVERS
+        ),
+        deployment_movers=selectors.owner_movers(
+            scope=scope, period=period, kind="deployment", limit=MOVERS
+        ),
         shows_unattributed=scope.unattributed,
         unattributed=selectors.unattributed_resources(
             period=period, currency=scope.currency, provider=filters.provider
@@ -139,8 +144,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 def _change_rows(changes) -> list[list]:
     return [
-        [c.kind, c.name, c.parent, c.previous, c.current, c.change, c.change_share]
-        for c in changes
+        [c.kind, c.name, c.parent, c.previous, c.current, c.change, c.change_share] for c in changes
     ]
 
 
@@ -163,14 +167,10 @@ def overview_export(request: HttpRequest) -> HttpResponse:
         )
     if table == "movers":
         changes = selectors.project_changes(scope=scope, period=period)
-        rows = (
-            selectors.movers(changes, limit=len(changes)) if period.previous else []
-        ) + [
+        rows = (selectors.movers(changes, limit=len(changes)) if period.previous else []) + [
             change
             for kind in ("experiment", "deployment")
-            for change in selectors.owner_movers(
-                scope=scope, period=period, kind=kind, limit=1000
-            )
+            for change in selectors.owner_movers(scope=scope, period=period, kind=kind, limit=1000)
         ]
         return csv_response(
             filename="spend-movers.csv", header=CHANGE_HEADER, rows=_change_rows(rows)
@@ -368,9 +368,7 @@ def project_spend(request: HttpRequest, *, project: Project) -> dict:
         project=project, currency=currency, provider=filters.provider, workload=filters.workload
     )
     period = filters.period
-    context = _common(
-        request, filters, reverse("project_spend_export", args=[project.slug])
-    )
+    context = _common(request, filters, reverse("project_spend_export", args=[project.slug]))
     series = selectors.spend_series(scope=scope, period=period)
     summary = selectors.month_summary(scope=scope, today=today(), as_of=context["data_as_of"])
     context.update(
@@ -383,8 +381,12 @@ def project_spend(request: HttpRequest, *, project: Project) -> dict:
         experiment_costs=selectors.experiment_costs(scope=scope, period=period),
         deployment_costs=selectors.deployment_costs(scope=scope, period=period),
         breakdown=selectors.spend_breakdown(scope=scope, period=period),
-        experiment_movers=selectors.owner_movers(scope=scope, period=period, kind="experiment"),
-        deployment_movers=selectors.owner_movers(scope=scope, period=period, kind="deployment"),
+        experiment_movers=selectors.owner_movers(
+            scope=scope, period=period, kind="experiment", limit=MOVERS
+        ),
+        deployment_movers=selectors.owner_movers(
+            scope=scope, period=period, kind="deployment", limit=MOVERS
+        ),
     )
     return context
 
@@ -414,9 +416,7 @@ def project_spend_export(request: HttpRequest, slug: str) -> HttpResponse:
         changes = [
             change
             for kind in ("experiment", "deployment")
-            for change in selectors.owner_movers(
-                scope=scope, period=period, kind=kind, limit=1000
-            )
+            for change in selectors.owner_movers(scope=scope, period=period, kind=kind, limit=1000)
         ]
         return csv_response(
             filename=f"{project.slug}-movers.csv", header=CHANGE_HEADER, rows=_change_rows(changes)
@@ -516,6 +516,7 @@ def experiment_spend(request: HttpRequest, *, experiment) -> dict:
     hours = selectors.gpu_hours_by_owner(experiment_ids=[experiment.pk], period=filters.period)
     gpu_hours = hours.get(("experiment", experiment.pk))
     context.update(
+        waste=experiment.status == experiment.Status.FAILED and context["series"].total > 0,
         gpu_hours=gpu_hours,
         cost_per_gpu_hour=context["series"].total / _decimal(gpu_hours) if gpu_hours else None,
     )

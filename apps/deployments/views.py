@@ -12,6 +12,7 @@ from apps.accounts.selectors import (
     models_visible_to,
     project_for_user,
 )
+from apps.billing.views_attribution import deployment_spend, model_spend
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
@@ -30,10 +31,14 @@ def _crumbs(project, *more: tuple[str, str]) -> list[tuple[str, str]]:
 @login_required
 def model_detail(request: HttpRequest, model_pk: int) -> HttpResponse:
     model = model_for_user(user=request.user, pk=model_pk)
+    spend = model_spend(request, model=model)
+    if request.htmx and request.htmx.target == "spend":
+        return render(request, "deployments/model_detail.html#spend", spend)
     return render(
         request,
         "deployments/model_detail.html",
         {
+            **spend,
             "model": model,
             "project": model.project,
             "experiments": selectors.model_experiments(model=model, user=request.user),
@@ -83,11 +88,15 @@ def model_edit(request: HttpRequest, model_pk: int) -> HttpResponse:
 @login_required
 def deployment_detail(request: HttpRequest, deployment_pk: int) -> HttpResponse:
     deployment = deployment_for_user(user=request.user, pk=deployment_pk)
+    spend = deployment_spend(request, deployment=deployment)
+    if request.htmx and request.htmx.target == "spend":
+        return render(request, "deployments/deployment_detail.html#spend", spend)
     traffic = selectors.deployment_recent_traffic(deployment=deployment)
     return render(
         request,
         "deployments/deployment_detail.html",
         {
+            **spend,
             "deployment": deployment,
             "project": deployment.project,
             "model": selectors.deployment_model_for_user(deployment=deployment, user=request.user),

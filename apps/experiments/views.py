@@ -7,6 +7,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from apps.accounts.selectors import experiment_for_user, models_visible_to, project_for_user
+from apps.billing.views_attribution import experiment_spend
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
@@ -17,10 +18,14 @@ from .forms import ExperimentForm
 @login_required
 def experiment_detail(request: HttpRequest, experiment_pk: int) -> HttpResponse:
     experiment = experiment_for_user(user=request.user, pk=experiment_pk)
+    spend = experiment_spend(request, experiment=experiment)
+    if request.htmx and request.htmx.target == "spend":
+        return render(request, "experiments/experiment_detail.html#spend", spend)
     return render(
         request,
         "experiments/experiment_detail.html",
         {
+            **spend,
             "experiment": experiment,
             "project": experiment.project,
             "model": selectors.experiment_model_for_user(experiment=experiment, user=request.user),

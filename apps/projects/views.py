@@ -4,7 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
 
 from apps.accounts.selectors import (
@@ -13,6 +13,7 @@ from apps.accounts.selectors import (
     project_for_user,
     teams_led_by,
 )
+from apps.billing.views_attribution import overview, project_spend
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
@@ -34,7 +35,8 @@ PROJECT_COLUMNS = [
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return redirect("project_list")
+    """The spend overview (apps/billing/views_attribution.py): the first thing a lead opens."""
+    return overview(request)
 
 
 @login_required
@@ -64,6 +66,9 @@ def project_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
     project = project_for_user(user=request.user, slug=slug)
+    if request.htmx and request.htmx.target == "spend":
+        spend = project_spend(request, project=project)
+        return render(request, "projects/project_detail.html#spend", {"project": project, **spend})
     experiments = Paginator(
         selectors.project_experiments(project=project), EXPERIMENTS_PER_PAGE
     ).get_page(request.GET.get("page"))
@@ -73,6 +78,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "projects/project_detail.html#experiment-table",
             {"project": project, "experiments": experiments},
         )
+    spend = project_spend(request, project=project)
     return render(
         request,
         "projects/project_detail.html",
@@ -85,6 +91,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
                 rows=selectors.project_experiments_by_month(project=project)
             ),
             "can_edit": can_edit_project(user=request.user, project=project),
+            **spend,
         },
     )
 

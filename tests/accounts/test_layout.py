@@ -15,10 +15,11 @@ pytestmark = pytest.mark.django_db
 SCRIPT_TAG = re.compile(r"<script\b([^>]*)>", re.IGNORECASE)
 
 
-def test_home_redirects_to_the_project_list(member_client):
+def test_home_is_the_spend_overview(member_client):
+    # Issue 7: the first thing a lead opens is where the money goes (tests/attribution/).
     response = member_client.get(reverse("home"))
-    assert response.status_code == 302
-    assert response["Location"] == reverse("project_list")
+    assert response.status_code == 200
+    assert "<h1>Where the money goes</h1>" in response.content.decode()
 
 
 def test_the_navigation_offers_projects_and_log_out_and_admin_only_to_staff(

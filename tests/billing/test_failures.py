@@ -249,12 +249,17 @@ def test_one_bad_file_fails_the_whole_run_and_says_which(already_loaded, tmp_pat
     assert snapshot() == already_loaded
 
 
-def test_unknown_columns_are_ignored_and_provider_columns_kept(acme, tmp_path):
-    columns = [*COLUMNS, "Id", "x_Operation"]
+def test_unknown_columns_are_ignored_and_the_provider_columns_costsite_reads_kept(acme, tmp_path):
+    columns = [*COLUMNS, "Id", "x_Operation", "x_ServiceCode"]
     path = write_focus(
         tmp_path / "extra.csv",
         [
-            focus_line(Id="row-1", x_Operation='Run"Instances', x_UsageType="BoxUsage:m6i.xlarge"),
+            focus_line(
+                Id="row-1",
+                x_Operation='Run"Instances',
+                x_UsageType="BoxUsage:m6i.xlarge",
+                x_ServiceCode="AmazonEC2",
+            ),
         ],
         columns=columns,
     )

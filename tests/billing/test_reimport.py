@@ -168,3 +168,17 @@ def test_one_run_of_two_files_is_unchanged_only_where_both_were_seen(
     assert [r["status"] for r in run.results] == ["unchanged", "succeeded"]
     assert run.effective_cost == {"USD": "16.000000000000001"}
     assert by_project()[acme.vision.pk] == (Decimal("12.00"), Decimal("12.50"))
+
+
+def test_a_delivery_records_the_id_range_its_lines_lie_in(acme, first_export, restated_export):
+    run_import(first_export)
+    run_import(restated_export)
+
+    for delivery in Delivery.objects.all():
+        ids = list(CostLineItem.objects.filter(delivery=delivery).values_list("id", flat=True))
+        assert all(delivery.first_line_id < i <= delivery.last_line_id for i in ids)
+        assert sorted(CostLineItem.objects.of_delivery(delivery).values_list("id", flat=True)) == (
+            sorted(ids)
+        )
+    current = Delivery.objects.get(status="current")
+    assert CostLineItem.objects.of_delivery(current).count() == 3

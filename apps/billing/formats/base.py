@@ -36,6 +36,10 @@ class BillingFormat:
         """Map the header onto FOCUS; raise `MissingColumnError` naming what is missing."""
         raise NotImplementedError
 
+    def extras(self, batch: pa.RecordBatch, columns: ColumnMap) -> dict[str, pa.Array]:
+        """Provider columns kept in a line's `extra` JSON, by the name they are shown under."""
+        return {name: batch.column(name) for name in columns.extra}
+
     def to_focus(self, batch: pa.RecordBatch, columns: ColumnMap) -> dict[str, pa.Array]:
         """FOCUS-named columns for one batch of source rows (same rows, same order).
 

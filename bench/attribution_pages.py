@@ -1,0 +1,178 @@
+"""Benchmark: server time of the attribution pages against a trivial Django view, same run.
+
+Run against a database bench/attribution_org.py filled:
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/costsite_bench \\
+        python bench/attribution_pages.py --requests 200
+
+Each page (the overview, the busiest project's page, the costliest model's page, the costliest
+run's and deployment's pages, unattributed spend) is requested in full and as the htmx partial a
+filter change fetches, 200 times each after 5 warm-ups, through Django's test client in this
+process: the time is Django's and the database's, without a network or a browser. The trivial
+view is a login-required view that returns "ok", behind the same middleware. Reported per page:
+median and p95 in milliseconds, both as a ratio to the trivial view's, and the SQL queries of
+one request. Settings as in production: DEBUG off, persistent database connections.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from math import ceil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costsite.settings")
+os.environ["DJANGO_DEBUG"] = "false"
+os.environ.setdefault("DATABASE_CONN_MAX_AGE", "600")
+
+HTMX = {"HX-Request": "true", "HX-Target": "spend"}
+
+
+def trivial(request):
+    from django.http import HttpResponse
+
+    return HttpResponse("ok")
+
+
+def _urlpatterns():
+    from django.contrib.auth.decorators import login_required
+    from django.urls import path
+
+    from costsite.urls import urlpatterns as site
+
+    return [path("bench/trivial/", login_required(trivial), name="bench_trivial"), *site]
+
+
+def measure(client, url: str, *, requests: int, headers: dict | None = None) -> dict:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    headers = headers or {}
+    for _ in range(5):
+        response = client.get(url, headers=headers)
+        assert response.status_code == 200, (url, response.status_code)
+    with CaptureQueriesContext(connection) as queries:
+        client.get(url, headers=headers)
+    times = []
+    for _ in range(requests):
+        started = time.perf_counter()
+        response = client.get(url, headers=headers)
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200
+    times.sort()
+    return {
+        "url": url,
+        "median_ms": round(statistics.median(times), 2),
+        "p95_ms": round(times[ceil(0.95 * len(times)) - 1], 2),
+        "queries": len(queries),
+        "bytes": len(response.content),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "attribution")
+    parser.add_argument("--label", default="")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.db.models import Sum
+    from django.test import Client, override_settings
+    from django.urls import reverse
+
+    from apps.accounts.models import Membership
+    from apps.billing.models import CostLineItem, DailyCost
+    from apps.deployments.models import Model
+
+    module = sys.modules[__name__]
+    module.urlpatterns = _urlpatterns()
+    storages = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    with override_settings(ROOT_URLCONF=__name__, STORAGES=storages):
+        users = get_user_model().objects
+        staff = users.get(username="bench-staff")
+        top = (
+            DailyCost.objects.exclude(project=None)
+            .values("project_id", "project__slug", "project__team_id")
+            .annotate(total=Sum("effective_cost"))
+            .order_by("-total")
+            .first()
+        )
+        lead = Membership.objects.get(team_id=top["project__team_id"], role="lead").user
+        experiment = (
+            DailyCost.objects.exclude(experiment=None)
+            .values("experiment_id")
+            .annotate(total=Sum("effective_cost"))
+            .order_by("-total")
+            .first()["experiment_id"]
+        )
+        deployment = (
+            DailyCost.objects.exclude(deployment=None)
+            .values("deployment_id")
+            .annotate(total=Sum("effective_cost"))
+            .order_by("-total")
+            .first()["deployment_id"]
+        )
+        model = Model.objects.filter(experiments__pk=experiment).first() or Model.objects.first()
+        pages = [
+            ("trivial view", reverse("bench_trivial"), False),
+            ("overview (staff)", reverse("home"), True),
+            ("overview, last 12 months (staff)", reverse("home") + "?preset=12m", True),
+            ("overview (team lead)", reverse("home"), True),
+            ("project page", reverse("project_detail", args=[top["project__slug"]]), True),
+            ("model page", reverse("model_detail", args=[model.pk]), True),
+            ("experiment page", reverse("experiment_detail", args=[experiment]), True),
+            ("deployment page", reverse("deployment_detail", args=[deployment]), True),
+            ("unattributed spend", reverse("unattributed"), True),
+        ]
+        results = []
+        staff_client, lead_client = Client(), Client()
+        staff_client.force_login(staff)
+        lead_client.force_login(lead)
+        for name, url, has_partial in pages:
+            client = lead_client if "lead" in name else staff_client
+            variants = [("full", None)] + ([("htmx partial", HTMX)] if has_partial else [])
+            for variant, headers in variants:
+                result = measure(client, url, requests=args.requests, headers=headers)
+                result.update(page=name, variant=variant)
+                results.append(result)
+                print(
+                    f"{name:36} {variant:13} median {result['median_ms']:8.2f} ms  "
+                    f"p95 {result['p95_ms']:8.2f} ms  {result['queries']:3} queries",
+                    flush=True,
+                )
+        base = results[0]
+        for result in results:
+            result["median_ratio"] = round(result["median_ms"] / base["median_ms"], 1)
+            result["p95_ratio"] = round(result["p95_ms"] / base["p95_ms"], 1)
+        summary = {
+            "label": args.label,
+            "line_items": CostLineItem.objects.count(),
+            "daily_cost_rows": DailyCost.objects.count(),
+            "requests": args.requests,
+            "results": results,
+        }
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = f"pages{'-' + args.label if args.label else ''}.json"
+    (args.out / name).write_text(json.dumps(summary, indent=2))
+    print("\n| page | variant | median ms | p95 ms | × trivial (median / p95) | queries |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for r in results:
+        print(
+            f"| {r['page']} | {r['variant']} | {r['median_ms']:.1f} | {r['p95_ms']:.1f} | "
+            f"{r['median_ratio']} / {r['p95_ratio']} | {r['queries']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

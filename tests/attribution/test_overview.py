@@ -1,0 +1,205 @@
+"""The overview (home): every figure of the bill in conftest.py, worked out by hand."""
+
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+
+from .conftest import BUCKET
+
+pytestmark = pytest.mark.django_db
+D = Decimal
+
+
+def overview(client, **params):
+    response = client.get(reverse("home"), params)
+    assert response.status_code == 200
+    return response
+
+
+def test_spend_over_the_last_30_days_is_stacked_by_workload(staff_client, bill):
+    context = overview(staff_client).context
+    series = context["series"]
+    assert series.bucket == "day"
+    assert series.buckets[0] == date(2025, 2, 19) and series.buckets[-1] == date(2025, 3, 20)
+    assert len(series.buckets) == 30
+    assert series.totals == {
+        "training": D("200.00"),
+        "fine_tuning": D("280.00"),
+        "inference": D("30.00"),
+        "storage": D("5.00"),
+        "unattributed": D("20.00"),
+    }
+    assert series.total == D("535.00")
+    assert series.other_currencies == {"EUR": D("7.00")}
+    assert series.attributed_share == D("515") / D("535")
+    # The chart: one trace per workload in the workloads' order, a bar per day.
+    data = context["spend_chart"].figure["data"]
+    assert [trace["name"] for trace in data] == [
+        "Training",
+        "Fine-tuning",
+        "Inference",
+        "Storage",
+        "Unattributed",
+    ]
+    training = data[0]
+    by_day = dict(zip(training["x"], training["y"], strict=True))
+    assert by_day["2025-02-20"] == 50.0
+    assert by_day["2025-03-10"] == 100.0
+    assert by_day["2025-03-11"] == 10.0
+    assert by_day["2025-03-12"] == 40.0
+    assert sum(training["y"]) == 200.0
+    assert data[0]["marker"]["color"] == "#1f77b4"  # the training colour, everywhere
+
+
+def test_other_currencies_are_shown_apart_and_never_added(staff_client, bill):
+    page = overview(staff_client).content.decode()
+    assert "Also billed in other currencies, not added to the figures above" in page
+    assert "<strong>€7.00</strong>" in page
+    assert '<p class="figure" id="period-total">$535.00</p>' in page
+
+
+def test_month_to_date_compares_with_the_same_days_of_last_month_and_forecasts_the_end(
+    staff_client, bill
+):
+    summary = overview(staff_client).context["summary"]
+    # Billed up to 19 March 00:00: 18 days of March.
+    assert summary.elapsed_days == 18
+    assert summary.month_to_date == D("405.00")  # rows 1-7
+    assert summary.last_month_same_days == D("84.00")  # rows 11, 12, 13: 1-18 February
+    assert summary.last_month_total == D("214.00")  # and rows 9, 10
+    assert summary.forecast == D("697.50")  # 405 / 18 * 31
+    assert summary.change == (D("405") - D("84")) / D("84")
+
+
+def test_budgets_list_the_projects_heading_over_them_first(staff_client, bill):
+    budgets = overview(staff_client).context["budgets"]
+    assert [
+        (line.project.name, line.month_to_date, line.forecast, line.status) for line in budgets
+    ] == [
+        ("Translation", D("200.00"), D("344.44"), "heading over"),  # 200 / 18 * 31, budget 300
+        ("Image ranking", D("185.00"), D("318.61"), "on track"),  # budget 10,000
+    ]
+
+
+def test_the_pareto_of_projects_and_of_models_says_who_drives_the_spend(staff_client, bill):
+    context = overview(staff_client).context
+    projects = context["projects"]
+    assert [(item.name, item.amount) for item in projects.items] == [
+        ("Translation", D("280.00")),
+        ("Image ranking", D("235.00")),
+    ]
+    assert projects.items[0].cumulative_share == D("280") / D("515")
+    assert projects.headline == "2 of 2 projects are 100% of the spend"
+    chart = context["projects_chart"].figure["data"]
+    assert chart[0]["x"] == ["Translation", "Image ranking"]
+    assert chart[0]["y"] == [280.0, 235.0]
+    assert chart[1]["y"] == [54.4, 100.0]  # the cumulative share, in percent
+    models = context["models"]
+    # ranker: resnet 160 and ranker-prod 30; mt: mt-big 280.
+    assert [(item.name, item.amount) for item in models.items] == [
+        ("mt", D("280.00")),
+        ("ranker", D("190.00")),
+    ]
+    assert models.headline == "2 of 2 models are 100% of the spend"
+
+
+def test_top_movers_compare_with_the_period_before(staff_client, bill):
+    context = overview(staff_client).context
+    assert [(c.name, c.previous, c.current) for c in context["project_movers"]] == [
+        ("Translation", D("20.00"), D("280.00")),
+        ("Image ranking", D("60.00"), D("235.00")),
+    ]
+    assert [(c.name, c.previous, c.current, c.change) for c in context["experiment_movers"]] == [
+        ("mt-big", D("20.00"), D("280.00"), D("260.00")),
+        ("resnet", D("0"), D("160.00"), D("160.00")),
+        ("vit", D("60.00"), D("40.00"), D("-20.00")),
+    ]
+    assert [(c.name, c.change) for c in context["deployment_movers"]] == [
+        ("ranker-prod", D("30.00"))
+    ]
+
+
+def test_the_biggest_unattributed_resources_and_the_attributed_share(staff_client, bill):
+    response = overview(staff_client)
+    assert [(r.resource_id, r.amount, r.days) for r in response.context["unattributed"]] == [
+        ("i-orphan", D("15.00"), 2),
+        (BUCKET, D("5.00"), 1),
+    ]
+    page = response.content.decode()
+    assert '<span id="attributed-share">96.3%</span> attributed' in page  # 515 / 535
+
+
+def test_data_as_of_is_the_end_of_the_newest_charge_period_loaded(staff_client, bill):
+    page = overview(staff_client).content.decode()
+    assert 'bill loaded up to <span class="data-as-of">19 Mar 2025 00:00</span>' in page
+
+
+def test_a_member_sees_the_teams_projects_and_no_unattributed_spend(member_client, bill):
+    response = overview(member_client)
+    context = response.context
+    assert context["series"].totals == {
+        "training": D("200.00"),
+        "inference": D("30.00"),
+        "storage": D("5.00"),
+    }
+    assert [item.name for item in context["projects"].items] == ["Image ranking"]
+    assert [item.name for item in context["models"].items] == ["ranker"]
+    assert [c.name for c in context["experiment_movers"]] == ["resnet", "vit"]
+    assert context["unattributed"] == []
+    page = response.content.decode()
+    assert "Translation" not in page and "mt-big" not in page
+    assert "Biggest unattributed resources" not in page
+    assert reverse("unattributed") not in page
+
+
+def test_a_lead_also_sees_unattributed_spend(lead_client, bill):
+    context = overview(lead_client).context
+    assert context["series"].total == D("255.00")  # Image ranking 235 and unattributed 20
+    assert context["series"].unattributed == D("20.00")
+    assert [r.resource_id for r in context["unattributed"]] == ["i-orphan", BUCKET]
+
+
+def test_an_outsider_sees_only_the_other_teams_projects(outsider_client, bill):
+    context = overview(outsider_client).context
+    # The outsider leads Language: Translation, and unattributed spend.
+    assert context["series"].totals == {"fine_tuning": D("280.00"), "unattributed": D("20.00")}
+    assert [b.project.name for b in context["budgets"]] == ["Translation"]
+    page = overview(outsider_client).content.decode()
+    assert "Image ranking" not in page and "resnet" not in page
+
+
+def test_a_team_filter_narrows_every_figure_and_leaves_unattributed_out(staff_client, bill):
+    context = overview(staff_client, team="vision").context
+    assert context["series"].total == D("235.00")
+    assert context["summary"].month_to_date == D("185.00")
+    assert [b.project.name for b in context["budgets"]] == ["Image ranking"]
+    assert context["unattributed"] == []
+
+
+def test_a_workload_and_a_provider_filter_narrow_the_figures(staff_client, bill):
+    assert overview(staff_client, workload="inference").context["series"].total == D("30.00")
+    context = overview(staff_client, provider="Google Cloud").context
+    assert context["series"].totals == {"fine_tuning": D("280.00")}
+    assert [item.name for item in context["projects"].items] == ["Translation"]
+
+
+def test_a_filter_on_another_teams_project_is_refused_with_a_message(member_client, bill):
+    response = overview(member_client, project="translation")
+    page = response.content.decode()
+    assert "Project: Choose one of the projects you can see." in page
+    assert response.context["series"].total == D("235.00")
+
+
+def test_the_date_range_presets_change_the_figures(staff_client, bill):
+    week = overview(staff_client, preset="7d").context
+    # 14-20 March: rows 5, 6, 7.
+    assert week["series"].total == D("225.00")
+    assert len(week["series"].buckets) == 7
+    last_month = overview(staff_client, preset="last-month").context
+    assert last_month["series"].total == D("214.00")
+    year = overview(staff_client, preset="12m").context["series"]
+    assert year.bucket == "month"
+    assert year.buckets[0] == date(2024, 4, 1) and year.buckets[-1] == date(2025, 3, 1)
+    assert year.values["training"][-2:] == [D("110.00"), D("150.00")]  # 50+60; 100+10+40

@@ -1,0 +1,172 @@
+"""Each page costs the same number of SQL queries whatever the size of the bill: measured on the
+small bill of conftest.py and on one with ten times the projects, fifty times the runs and the
+rollup rows of two months of every day."""
+
+from datetime import date, timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from apps.billing.models import DailyCost, DailyResourceCost
+from apps.deployments.models import TrafficHour
+from apps.experiments.models import Experiment, ExperimentResource
+from apps.gpu.models import Gpu, GpuHour
+from tests.factories import DeploymentFactory, ModelFactory, ProjectFactory
+
+from .conftest import NOW, at
+
+pytestmark = pytest.mark.django_db
+HTMX = {"HX-Request": "true", "HX-Target": "spend"}
+# No page may need more than this, whatever the data (the project page is the largest).
+MOST = 30
+
+
+def grow(bill, team) -> None:
+    """Ten more projects of the team, each with 50 runs, 3 deployments and a model, spend on
+    every day of February and March, GPU-hours and traffic; and 200 unattributed resources."""
+    days = [date(2025, 2, 1) + timedelta(days=n) for n in range(48)]
+    rows, resources, gpu_hours = [], [], []
+    for p in range(10):
+        project = ProjectFactory(team=team, name=f"Bulk {p}", slug=f"bulk-{p}")
+        model = ModelFactory(project=project, name=f"bulk-model-{p}")
+        runs = Experiment.objects.bulk_create(
+            Experiment(
+                project=project,
+                name=f"bulk-{p}-run-{r}",
+                model=model,
+                status="failed" if r % 7 == 0 else "succeeded",
+                started_at=at("2025-02-01T00:00:00"),
+                ended_at=at("2025-03-19T00:00:00"),
+            )
+            for r in range(50)
+        )
+        deployments = [DeploymentFactory(project=project, model=model) for _ in range(3)]
+        for run in runs[:10]:
+            use = ExperimentResource.objects.create(experiment=run, resource_id=f"i-{run.pk}")
+            gpu = Gpu.objects.create(uuid=f"GPU-{run.pk}", host=use.resource_id)
+            gpu_hours += [
+                GpuHour(
+                    gpu=gpu,
+                    hour=at("2025-03-01T00:00:00") + timedelta(hours=h),
+                    samples=60,
+                    util_samples=60,
+                    util_mean=40,
+                )
+                for h in range(24)
+            ]
+        for deployment in deployments:
+            TrafficHour.objects.bulk_create(
+                TrafficHour(
+                    deployment=deployment,
+                    hour=at("2025-03-01T00:00:00") + timedelta(hours=h),
+                    requests=100,
+                    updated_at=NOW,
+                )
+                for h in range(48)
+            )
+        for day in days:
+            for run in runs[day.day % 5 :: 5]:
+                rows.append(
+                    DailyCost(
+                        delivery=bill.march if day.month == 3 else bill.february,
+                        day=day,
+                        project=project,
+                        experiment=run,
+                        workload="training",
+                        cost_kind="gpu_compute",
+                        provider_name="AWS",
+                        region_id="us-east-1",
+                        service_name="Amazon Elastic Compute Cloud",
+                        pricing_category="Standard",
+                        billing_currency="USD",
+                        effective_cost=Decimal("1.25"),
+                        billed_cost=Decimal("1.25"),
+                        list_cost=Decimal("1.25"),
+                        line_items=24,
+                    )
+                )
+            for deployment in deployments:
+                rows.append(
+                    DailyCost(
+                        delivery=bill.march if day.month == 3 else bill.february,
+                        day=day,
+                        project=project,
+                        deployment=deployment,
+                        workload="inference",
+                        cost_kind="gpu_compute",
+                        provider_name="AWS",
+                        region_id="us-west-2",
+                        service_name="Amazon SageMaker",
+                        pricing_category="Committed",
+                        billing_currency="USD",
+                        effective_cost=Decimal("3.50"),
+                        billed_cost=Decimal("3.50"),
+                        list_cost=Decimal("3.50"),
+                        line_items=24,
+                    )
+                )
+    for n in range(200):
+        for day in days[::6]:
+            resources.append(
+                DailyResourceCost(
+                    delivery=bill.march if day.month == 3 else bill.february,
+                    day=day,
+                    resource_id=f"vol-{n:04d}",
+                    billing_account_id="111111111111",
+                    provider_name="AWS",
+                    service_name="Amazon Elastic Compute Cloud",
+                    workload="unattributed",
+                    cost_kind="storage",
+                    billing_currency="USD",
+                    effective_cost=Decimal("0.40"),
+                    billed_cost=Decimal("0.40"),
+                    line_items=24,
+                )
+            )
+    DailyCost.objects.bulk_create(rows)
+    DailyResourceCost.objects.bulk_create(resources)
+    GpuHour.objects.bulk_create(gpu_hours)
+
+
+def urls(bill) -> list[str]:
+    return [
+        reverse("home"),
+        reverse("home") + "?preset=12m",
+        reverse("project_detail", args=["image-ranking"]),
+        reverse("model_detail", args=[bill.ranker.pk]),
+        reverse("experiment_detail", args=[bill.resnet.pk]),
+        reverse("deployment_detail", args=[bill.ranker_prod.pk]),
+        reverse("unattributed"),
+    ]
+
+
+def count(client, url: str, **headers) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url, headers=headers)
+    assert response.status_code == 200, url
+    return len(queries)
+
+
+@pytest.mark.parametrize("who", ["lead", "staff"])
+def test_every_page_and_partial_costs_the_same_queries_on_a_bill_ten_times_bigger(
+    request, bill, team, who
+):
+    client = request.getfixturevalue(f"{who}_client")
+    small = {url: (count(client, url), count(client, url, **HTMX)) for url in urls(bill)}
+    grow(bill, team)
+    assert DailyCost.objects.count() > 50 * 13
+    large = {url: (count(client, url), count(client, url, **HTMX)) for url in urls(bill)}
+    assert large == small
+    assert max(max(pair) for pair in large.values()) <= MOST, large
+
+
+def test_the_bigger_bill_really_reaches_the_pages(staff_client, bill, team):
+    """Guards the test above: the grown data must be on the pages it measures."""
+    grow(bill, team)
+    context = staff_client.get(reverse("home")).context
+    assert len(context["projects"].items) == 12
+    assert len(context["experiment_movers"]) == 5
+    assert staff_client.get(reverse("unattributed")).context["page"].paginator.count == 202

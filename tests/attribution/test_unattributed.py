@@ -1,0 +1,260 @@
+"""Unattributed spend: the page (staff and leads only) and assigning a resource, or a pattern of
+them, to a project, experiment or deployment, which moves the resource's whole history."""
+
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+
+from apps.billing.models import DailyCost
+from apps.billing.selectors import spend_totals
+from apps.billing.services import import_run_create, import_run_execute
+from apps.projects.models import AllocationRule
+from costsite.celery import app
+from tests.factories import ExperimentFactory
+
+from .conftest import BUCKET, resource_rollup, rollup, write_bill
+
+pytestmark = pytest.mark.django_db
+D = Decimal
+
+
+def test_staff_see_unattributed_resources_by_spend_and_the_attributed_share(staff_client, bill):
+    response = staff_client.get(reverse("unattributed"))
+    assert response.status_code == 200
+    context = response.context
+    summary = context["summary"]
+    assert (summary.amount, summary.resources, summary.total) == (D("20.00"), 2, D("535.00"))
+    assert summary.without_resource_id == D("0")  # i-orphan 15 and the bucket 5 are all of it
+    assert summary.attributed_share == 1 - D("20") / D("535")
+    assert [(r.resource_id, r.resource_name, r.amount, r.days) for r in context["resources"]] == [
+        ("i-orphan", "orphan box", D("15.00"), 2),
+        (BUCKET, "", D("5.00"), 1),
+    ]
+    page = response.content.decode()
+    assert '<p class="figure" id="attributed-share">96.3%</p>' in page
+
+
+def test_a_lead_sees_the_page_without_the_organisations_share(lead_client, bill):
+    response = lead_client.get(reverse("unattributed"))
+    assert response.status_code == 200
+    assert len(response.context["resources"]) == 2
+    assert 'id="attributed-share"' not in response.content.decode()
+
+
+def test_a_lead_of_another_team_sees_unattributed_spend_too(outsider_client, bill):
+    # Nobody claimed it yet: it belongs to no team, and every lead may claim it.
+    assert outsider_client.get(reverse("unattributed")).status_code == 200
+
+
+def test_a_member_gets_404_on_the_page_its_export_and_the_claim(member_client, bill):
+    for url in (
+        reverse("unattributed"),
+        reverse("unattributed_export"),
+        reverse("unattributed_claim"),
+    ):
+        assert member_client.get(url).status_code == 404, url
+    response = member_client.post(
+        reverse("unattributed_claim"),
+        {"resource_id": "i-orphan", "target": f"project:{bill.vision_project.pk}"},
+    )
+    assert response.status_code == 404
+    assert not AllocationRule.objects.exists()
+
+
+def test_the_range_and_provider_filter_the_resources(staff_client, bill):
+    context = staff_client.get(reverse("unattributed"), {"preset": "last-month"}).context
+    assert [(r.resource_id, r.amount) for r in context["resources"]] == [("i-old", D("4.00"))]
+    context = staff_client.get(reverse("unattributed"), {"provider": "Google Cloud"}).context
+    assert context["resources"] == [] and context["summary"].amount == D("0")
+
+
+def test_resources_come_a_page_at_a_time(staff_client, bill):
+    for n in range(30):
+        resource_rollup(bill.march, date(2025, 3, 1), f"vol-{n:02d}", f"{n + 1}.00")
+    first = staff_client.get(reverse("unattributed")).context
+    assert first["page"].paginator.count == 32
+    assert [r.resource_id for r in first["resources"][:2]] == ["vol-29", "vol-28"]
+    second = staff_client.get(reverse("unattributed"), {"page": 2}).context
+    # 6.00, then the two at 5.00 by id ("=" sorts before "v"), then 4.00 to 1.00.
+    assert [r.resource_id for r in second["resources"]] == [
+        "vol-05",
+        BUCKET,
+        "vol-04",
+        "vol-03",
+        "vol-02",
+        "vol-01",
+        "vol-00",
+    ]
+
+
+def test_the_claim_form_offers_only_what_the_lead_may_claim_for(lead_client, bill):
+    response = lead_client.get(reverse("unattributed_claim"), {"resource": "i-orphan"})
+    assert response.status_code == 200
+    form = response.context["form"]
+    assert form["resource_id"].value() == "i-orphan"
+    offered = {value for _, options in form.fields["target"].choices[1:] for value, _ in options}
+    assert offered == {
+        f"project:{bill.vision_project.pk}",
+        f"experiment:{bill.resnet.pk}",
+        f"experiment:{bill.vit.pk}",
+        f"deployment:{bill.ranker_prod.pk}",
+    }
+
+
+def test_a_lead_assigns_a_resource_to_a_project_of_the_team(
+    lead, lead_client, bill, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = lead_client.post(
+            reverse("unattributed_claim"),
+            {"resource_id": "i-orphan", "target": f"project:{bill.vision_project.pk}"},
+            follow=True,
+        )
+    rule = AllocationRule.objects.get()
+    assert (rule.field, rule.pattern, rule.project, rule.experiment, rule.created_by) == (
+        "resource_id",
+        "i-orphan",
+        bill.vision_project,
+        None,
+        lead,
+    )
+    assert len(callbacks) == 1  # the re-attribution, once the claim is committed
+    page = response.content.decode()
+    assert (
+        "Assigned i-orphan to the project “Image ranking”: $15.00 of unattributed spend moves "
+        "there, all history included."
+    ) in page
+    assert '<td class="mono wrap">i-orphan</td>' in page  # under "Assigned here lately"
+
+
+def test_a_lead_assigns_a_pattern_to_an_experiment(lead_client, bill):
+    response = lead_client.post(
+        reverse("unattributed_claim"),
+        {"pattern": "I-*", "target": f"experiment:{bill.vit.pk}"},
+        follow=True,
+    )
+    rule = AllocationRule.objects.get()
+    assert (rule.pattern, rule.project, rule.experiment) == ("I-*", bill.vision_project, bill.vit)
+    # i-orphan (15) and, before the period, i-old (4); i-resnet is attributed already.
+    assert (
+        "Assigned 2 resources matching “I-*” to the experiment “vit”: $19.00 of unattributed "
+        "spend moves there"
+    ) in response.content.decode()
+
+
+def test_a_lead_cannot_assign_to_another_teams_project(outsider_client, bill):
+    response = outsider_client.post(
+        reverse("unattributed_claim"),
+        {"resource_id": "i-orphan", "target": f"project:{bill.vision_project.pk}"},
+    )
+    assert response.status_code == 200
+    assert (
+        "Choose a project, experiment or deployment of a team you lead."
+        in response.content.decode()
+    )
+    assert not AllocationRule.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ({"pattern": "**"}, "A pattern of stars alone would claim all unattributed spend"),
+        ({}, "Give either one resource id or a pattern of resource ids."),
+        ({"resource_id": "i-orphan", "pattern": "i-*"}, "Give either one resource id or a pattern"),
+    ],
+)
+def test_a_claim_without_one_resource_or_a_sensible_pattern_is_refused(
+    staff_client, bill, data, error
+):
+    response = staff_client.post(
+        reverse("unattributed_claim"), {**data, "target": f"project:{bill.translation.pk}"}
+    )
+    assert error in response.content.decode()
+    assert not AllocationRule.objects.exists()
+
+
+def test_the_claim_form_comes_in_place_for_htmx(staff_client, bill):
+    response = staff_client.get(
+        reverse("unattributed_claim"), {"resource": BUCKET}, headers={"HX-Request": "true"}
+    )
+    page = response.content.decode()
+    assert page.lstrip().startswith('<article class="claim-card">')
+    assert "<html" not in page
+
+
+# -- The whole way: a bill imported, a resource claimed, its history moved -------------------------
+
+
+@pytest.fixture
+def eager_celery():
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def imported(organization, frozen, project, tmp_path):
+    def line(day: str, resource: str, amount: str, tags: str = "") -> dict:
+        return {
+            "ChargePeriodStart": f"2025-03-{day}T10:00:00Z",
+            "ChargePeriodEnd": f"2025-03-{day}T11:00:00Z",
+            "BilledCost": amount,
+            "EffectiveCost": amount,
+            "ResourceId": resource,
+            "Tags": tags,
+        }
+
+    path = write_bill(
+        tmp_path / "march.csv",
+        [
+            line("10", "i-train", "12.50", '{"project": "image-ranking"}'),
+            line("11", "i-stray", "7.25"),
+            line("12", "i-stray", "2.75"),
+            line("12", "i-other", "1.00"),
+        ],
+    )
+    run = import_run_execute(import_run=import_run_create(paths=[str(path)]))
+    assert run.status == "succeeded", run.error
+    return project
+
+
+@pytest.mark.django_db(transaction=False, databases=["default", "progress"])
+def test_assigning_a_resource_moves_its_imported_history_to_the_run(
+    lead_client, imported, eager_celery, django_capture_on_commit_callbacks
+):
+    run = ExperimentFactory(project=imported, name="stray-run")
+    assert lead_client.get(reverse("unattributed")).context["summary"].amount == D("11.00")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = lead_client.post(
+            reverse("unattributed_claim"),
+            {"resource_id": "i-stray", "target": f"experiment:{run.pk}"},
+            follow=True,
+        )
+
+    assert "$10.00 of unattributed spend moves there" in response.content.decode()
+    totals = {t.key: t.effective_cost for t in spend_totals(by=("experiment_id", "workload"))}
+    assert totals == {
+        (None, "other"): D("12.50"),
+        (run.pk, "training"): D("10.00"),
+        (None, "unattributed"): D("1.00"),
+    }
+    after = lead_client.get(reverse("unattributed")).context
+    assert [r.resource_id for r in after["resources"]] == ["i-other"]
+    project_page = lead_client.get(reverse("project_detail", args=[imported.slug])).context
+    assert [(r.name, r.amount) for r in project_page["experiment_costs"].rows] == [
+        ("stray-run", D("10.00"))
+    ]
+    assert DailyCost.objects.filter(experiment=run).count() == 2  # 11 and 12 March
+
+
+def test_unattributed_lines_without_a_resource_id_are_counted_and_pointed_at_rules(
+    staff_client, bill
+):
+    rollup(bill.march, date(2025, 3, 2), "3.00", workload="unattributed", cost_kind="network")
+    response = staff_client.get(reverse("unattributed"))
+    summary = response.context["summary"]
+    assert (summary.amount, summary.without_resource_id) == (D("23.00"), D("3.00"))
+    assert "$3.00 on lines without a resource id (transfer, fees)" in response.content.decode()

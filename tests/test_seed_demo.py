@@ -304,3 +304,27 @@ def test_the_demo_runs_on_sqlite_without_postgresql_or_redis(tmp_path):
         "c.post('/login/', {'username': 'vision-lead', 'password': 'costsite-demo'}).status_code)"
     )
     assert manage("shell", "-v", "0", "-c", probe).split() == ["200", "200", "302"]
+
+
+@pytest.mark.django_db(databases=["default", "progress"])
+def test_the_demo_bill_and_gpu_metrics_are_loaded_through_the_real_importers(settings, tmp_path):
+    import time_machine
+
+    from apps.billing.models import CostLineItem, DailyCost, Delivery, ImportRun
+    from apps.gpu.models import GpuHour
+
+    settings.COSTSITE_DATA_DIR = tmp_path
+    with time_machine.travel("2026-11-30 04:00:00Z"):
+        seed("--small")
+        seed("--small")  # a second run imports nothing again
+
+    run = ImportRun.objects.get()
+    assert run.status == ImportRun.Status.SUCCEEDED
+    files = sorted(p.name for p in (tmp_path / "demo" / "billing").iterdir())
+    # The small organisation runs on AWS only: last full month and this month to date.
+    assert files == ["focus-aws-2026-10.csv", "focus-aws-2026-11.csv"]
+    assert Delivery.objects.filter(status=Delivery.Status.CURRENT).count() == len(files)
+    assert CostLineItem.objects.count() == run.line_items
+    workloads = set(DailyCost.objects.values_list("workload", flat=True))
+    assert {"training", "inference", "development", "storage", "unattributed"} <= workloads
+    assert GpuHour.objects.exists()

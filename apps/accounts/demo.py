@@ -28,9 +28,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.models import Membership, Organization, Team
+from apps.billing.demo import demo_billing_load
 from apps.deployments.services import deployment_create, model_create
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.experiments.services import experiment_create
+from apps.gpu.demo import demo_gpu_metrics_load
 from apps.projects.models import Project, TagKeyAlias
 from apps.projects.services import project_create
 
@@ -630,10 +632,11 @@ class DemoDataStep(Protocol):
 
 # Steps that run once, right after the organisation is created: each writes its files into
 # `directory` (a folder of its own under COSTSITE_DATA_DIR/demo) and loads them through the real
-# importer, as an operator would. The billing export (apps.billing.demo.demo_billing_write +
-# import_run_create/import_run_execute) and the GPU metrics (apps.gpu.demo.demo_gpu_metrics_write +
-# their importer) are added here as they land.
-DEMO_DATA_STEPS: list[tuple[str, DemoDataStep]] = []
+# importer, as an operator would. The bill comes first, so the GPU metrics join billed resources.
+DEMO_DATA_STEPS: list[tuple[str, DemoDataStep]] = [
+    ("billing", demo_billing_load),
+    ("gpu-metrics", demo_gpu_metrics_load),
+]
 
 
 class DemoError(Exception):

@@ -9,7 +9,7 @@ import csv
 import json
 import random
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -826,3 +826,23 @@ def demo_billing_write(*, directory: Path, small: bool, now: datetime | None = N
             paths.append(_write(path, _hour_rows(mine, hours, rng), extra))
         month = month_end
     return paths
+
+
+def demo_billing_load(*, directory: Path, small: bool, log: Callable[[str], None]) -> None:
+    """The seed_demo step: write the exports, then load them through the real import pipeline."""
+    from . import services
+    from .models import ImportRun
+
+    paths = demo_billing_write(directory=directory, small=small)
+    run = services.import_run_execute(
+        import_run=services.import_run_create(
+            paths=[str(path) for path in paths], display_name="demo FOCUS exports"
+        )
+    )
+    if run.status == ImportRun.Status.FAILED:
+        raise RuntimeError(f"Billing demo import failed: {run.error}")
+    for result in run.results:
+        log(
+            f"{Path(result['file']).name}: {result['line_items']:,} line items, "
+            f"spend {', '.join(f'{v} {k}' for k, v in result['effective_cost'].items())}"
+        )

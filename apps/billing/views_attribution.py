@@ -7,6 +7,7 @@ makes for the `#spend` element gets that part of the page only; every table has 
 """
 
 from datetime import UTC, date
+from decimal import Decimal
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -107,9 +108,8 @@ def overview_context(request: HttpRequest) -> dict:
         budget_projects = budget_projects.filter(team=filters.team)
     if filters.project:
         budget_projects = budget_projects.filter(pk=filters.project.pk)
-    changes = selectors.project_changes(scope=scope, period=period)
-    projects = selectors.project_pareto(changes)
-    models = selectors.model_pareto(scope=scope, period=period)
+    changes = selectors.spend_changes(scope=scope, period=period, names_for=MOVERS)
+    projects = changes.project_pareto()
     context.update(
         series=series,
         spend_chart=spend_over_time_chart(series=series, currency=scope.currency),
@@ -117,18 +117,16 @@ def overview_context(request: HttpRequest) -> dict:
         budgets=selectors.budget_lines(projects=budget_projects, summary=summary)[:10],
         projects=projects,
         projects_chart=pareto_chart(pareto=projects, currency=scope.currency, id="project-pareto"),
-        models=models,
-        models_chart=pareto_chart(pareto=models, currency=scope.currency, id="model-pareto"),
-        project_movers=selectors.movers(changes, limit=MOVERS) if period.previous else [],
-        experiment_movers=selectors.owner_movers(
-            scope=scope, period=period, kind="experiment", limit=MOVERS
+        models=changes.models,
+        models_chart=pareto_chart(
+            pareto=changes.models, currency=scope.currency, id="model-pareto"
         ),
-        deployment_movers=selectors.owner_movers(
-            scope=scope, period=period, kind="deployment", limit=MOVERS
-        ),
+        project_movers=changes.project_movers(MOVERS) if period.previous else [],
+        experiment_movers=changes.experiment_movers(MOVERS) if period.previous else [],
+        deployment_movers=changes.deployment_movers(MOVERS) if period.previous else [],
         shows_unattributed=scope.unattributed,
         unattributed=selectors.unattributed_resources(
-            period=period, currency=scope.currency, provider=filters.provider
+            period=period, currency=scope.currency, provider=filters.provider, detail=False
         )
         if scope.unattributed and filters.workload in ("", Workload.UNATTRIBUTED)
         else [],
@@ -158,20 +156,17 @@ def overview_export(request: HttpRequest) -> HttpResponse:
     period, table = filters.period, request.GET.get("table", "spend")
     if table == "spend":
         return _series_csv("spend", selectors.spend_series(scope=scope, period=period), scope)
-    if table == "projects":
-        changes = selectors.project_changes(scope=scope, period=period)
-        return _pareto_csv("projects", selectors.project_pareto(changes), scope, "team")
-    if table == "models":
-        return _pareto_csv(
-            "models", selectors.model_pareto(scope=scope, period=period), scope, "project"
+    if table in ("projects", "models", "movers"):
+        changes = selectors.spend_changes(scope=scope, period=period, names_for=None)
+        if table == "projects":
+            return _pareto_csv("projects", changes.project_pareto(), scope, "team")
+        if table == "models":
+            return _pareto_csv("models", changes.models, scope, "project")
+        rows = (
+            [*changes.project_movers(None), *changes.experiments, *changes.deployments]
+            if period.previous
+            else []
         )
-    if table == "movers":
-        changes = selectors.project_changes(scope=scope, period=period)
-        rows = (selectors.movers(changes, limit=len(changes)) if period.previous else []) + [
-            change
-            for kind in ("experiment", "deployment")
-            for change in selectors.owner_movers(scope=scope, period=period, kind=kind, limit=1000)
-        ]
         return csv_response(
             filename="spend-movers.csv", header=CHANGE_HEADER, rows=_change_rows(rows)
         )
@@ -371,6 +366,7 @@ def project_spend(request: HttpRequest, *, project: Project) -> dict:
     context = _common(request, filters, reverse("project_spend_export", args=[project.slug]))
     series = selectors.spend_series(scope=scope, period=period)
     summary = selectors.month_summary(scope=scope, today=today(), as_of=context["data_as_of"])
+    changes = selectors.spend_changes(scope=scope, period=period, names_for=MOVERS, models=False)
     context.update(
         series=series,
         spend_chart=spend_over_time_chart(series=series, currency=currency),
@@ -381,12 +377,8 @@ def project_spend(request: HttpRequest, *, project: Project) -> dict:
         experiment_costs=selectors.experiment_costs(scope=scope, period=period),
         deployment_costs=selectors.deployment_costs(scope=scope, period=period),
         breakdown=selectors.spend_breakdown(scope=scope, period=period),
-        experiment_movers=selectors.owner_movers(
-            scope=scope, period=period, kind="experiment", limit=MOVERS
-        ),
-        deployment_movers=selectors.owner_movers(
-            scope=scope, period=period, kind="deployment", limit=MOVERS
-        ),
+        experiment_movers=changes.experiment_movers(MOVERS) if period.previous else [],
+        deployment_movers=changes.deployment_movers(MOVERS) if period.previous else [],
     )
     return context
 
@@ -413,13 +405,10 @@ def project_spend_export(request: HttpRequest, slug: str) -> HttpResponse:
     if table == "breakdown":
         return _breakdown_csv(scope, period)
     if table == "movers":
-        changes = [
-            change
-            for kind in ("experiment", "deployment")
-            for change in selectors.owner_movers(scope=scope, period=period, kind=kind, limit=1000)
-        ]
+        changes = selectors.spend_changes(scope=scope, period=period, names_for=None, models=False)
+        rows = [*changes.experiments, *changes.deployments] if period.previous else []
         return csv_response(
-            filename=f"{project.slug}-movers.csv", header=CHANGE_HEADER, rows=_change_rows(changes)
+            filename=f"{project.slug}-movers.csv", header=CHANGE_HEADER, rows=_change_rows(rows)
         )
     raise Http404("No such table.")
 
@@ -535,13 +524,18 @@ def deployment_spend(request: HttpRequest, *, deployment) -> dict:
         export_url=reverse("deployment_spend_export", args=[deployment.pk]),
     )
     costs = selectors.deployment_costs(scope=scope, period=filters.period, limit=1)
-    context["deployment_cost"] = costs[0] if costs else None
+    cost = costs[0] if costs else None
+    context.update(
+        deployment_cost=cost,
+        gpu_hours=cost.gpu_hours if cost else None,
+        cost_per_gpu_hour=cost.amount / _decimal(cost.gpu_hours)
+        if cost and cost.gpu_hours
+        else None,
+    )
     return context
 
 
-def _decimal(value: float):
-    from decimal import Decimal
-
+def _decimal(value: float) -> Decimal:
     return Decimal(str(value))
 
 

@@ -1,6 +1,26 @@
 from django.contrib import admin
 
+from apps.billing.services import attribution_schedule
+
 from .models import AllocationRule, Project, TagKeyAlias
+
+
+class ReattributesHistory:
+    """Aliases and rules decide who owns past spend: any change re-attributes the history (in a
+    task, after the change commits)."""
+
+    # save_related runs after save_model on every admin save, with inlines (a project's rules).
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        attribution_schedule()
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        attribution_schedule()
+
+    def delete_queryset(self, request, queryset):
+        super().delete_queryset(request, queryset)
+        attribution_schedule()
 
 
 class AllocationRuleInline(admin.TabularInline):
@@ -11,7 +31,7 @@ class AllocationRuleInline(admin.TabularInline):
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(ReattributesHistory, admin.ModelAdmin):
     list_display = ["name", "slug", "team", "monthly_budget", "created_at"]
     list_filter = ["team"]
     search_fields = ["name", "slug", "description"]
@@ -22,14 +42,14 @@ class ProjectAdmin(admin.ModelAdmin):
 
 
 @admin.register(TagKeyAlias)
-class TagKeyAliasAdmin(admin.ModelAdmin):
+class TagKeyAliasAdmin(ReattributesHistory, admin.ModelAdmin):
     list_display = ["key", "dimension", "created_at"]
     list_filter = ["dimension"]
     search_fields = ["key"]
 
 
 @admin.register(AllocationRule)
-class AllocationRuleAdmin(admin.ModelAdmin):
+class AllocationRuleAdmin(ReattributesHistory, admin.ModelAdmin):
     list_display = ["name", "field", "pattern", "priority", "project", "workload", "created_by"]
     list_filter = ["field", "workload", "project__team"]
     search_fields = ["name", "pattern", "project__name"]

@@ -118,6 +118,7 @@ def build_organisation(rng: random.Random, start: datetime, end: datetime) -> di
     by_project = {p.pk: [m for m in models if m.project_id == p.pk] for p in projects}
     # A few projects drive most of the spend (Pareto): weights fall off as a power law.
     weights = [1 / (rank + 1) ** 1.1 for rank in range(len(projects))]
+    when = random.Random(rng.random())
     span_hours = int((end - start).total_seconds() // 3600)
     experiments, uses, instances = [], [], []
     for e in range(EXPERIMENTS):
@@ -131,7 +132,9 @@ def build_organisation(rng: random.Random, start: datetime, end: datetime) -> di
         else:
             hours = max(1, min(24 * 14, int(rng.lognormvariate(math.log(24), 1.0))))
             gpus = rng.choice((1, 4, 8, 8)) if kind != "evaluation" else rng.choice((1, 4))
-        started = start + timedelta(hours=rng.randint(0, max(1, span_hours - 2)))
+        # Where in the span a run starts comes from a stream of its own: the organisation is
+        # then the same at every --days and --scale, only its timeline stretches.
+        started = start + timedelta(hours=int(when.random() * max(1, span_hours - 2)))
         ended = min(started + timedelta(hours=hours), end)
         status = rng.choices(["succeeded", "failed", "stopped"], [80, 15, 5])[0]
         if ended >= end - timedelta(hours=1):

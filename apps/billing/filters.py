@@ -6,7 +6,7 @@ its last day included and kept internally as [start, end).
 """
 
 import calendar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date, timedelta
 from urllib.parse import urlencode
 
@@ -289,9 +289,6 @@ class SpendFilters:
             }
             for key, label in PRESETS
         ]
-
-    def with_period(self, period: Period) -> "SpendFilters":
-        return replace(self, period=period)
 
 
 def spend_filters_from(

@@ -94,6 +94,15 @@ def _overview_scope(request: HttpRequest, filters: SpendFilters) -> selectors.Sp
     )
 
 
+def _budget_projects(request: HttpRequest, filters: SpendFilters):
+    projects = projects_visible_to(user=request.user)
+    if filters.team:
+        projects = projects.filter(team=filters.team)
+    if filters.project:
+        projects = projects.filter(pk=filters.project.pk)
+    return projects
+
+
 def overview_context(request: HttpRequest) -> dict:
     filters = _overview_filters(request)
     scope = _overview_scope(request, filters)
@@ -101,20 +110,15 @@ def overview_context(request: HttpRequest) -> dict:
     context = _common(request, filters, reverse("overview_export"))
     series = selectors.spend_series(scope=scope, period=period)
     summary = selectors.month_summary(scope=scope, today=today(), as_of=context["data_as_of"])
-    budget_projects = (
-        Project.objects.all() if request.user.is_staff else projects_visible_to(user=request.user)
-    )
-    if filters.team:
-        budget_projects = budget_projects.filter(team=filters.team)
-    if filters.project:
-        budget_projects = budget_projects.filter(pk=filters.project.pk)
     changes = selectors.spend_changes(scope=scope, period=period, names_for=MOVERS)
     projects = changes.project_pareto()
     context.update(
         series=series,
         spend_chart=spend_over_time_chart(series=series, currency=scope.currency),
         summary=summary,
-        budgets=selectors.budget_lines(projects=budget_projects, summary=summary)[:10],
+        budgets=selectors.budget_lines(
+            projects=_budget_projects(request, filters), summary=summary
+        )[:10],
         projects=projects,
         projects_chart=pareto_chart(pareto=projects, currency=scope.currency, id="project-pareto"),
         models=changes.models,
@@ -172,11 +176,7 @@ def overview_export(request: HttpRequest) -> HttpResponse:
         )
     if table == "budgets":
         summary = selectors.month_summary(scope=scope, today=today(), as_of=selectors.data_as_of())
-        projects = (
-            Project.objects.all()
-            if request.user.is_staff
-            else projects_visible_to(user=request.user)
-        )
+        projects = _budget_projects(request, filters)
         lines = selectors.budget_lines(projects=projects, summary=summary)
         return csv_response(
             filename="budgets.csv",
@@ -195,7 +195,7 @@ def overview_export(request: HttpRequest) -> HttpResponse:
             ],
         )
     if table == "unattributed" and scope.unattributed:
-        return _unattributed_csv(filters)
+        return _unattributed_csv(filters, currency=scope.currency)
     raise Http404("No such table.")
 
 
@@ -301,8 +301,7 @@ def _breakdown_csv(scope, period, dimensions=None) -> HttpResponse:
     )
 
 
-def _unattributed_csv(filters: SpendFilters) -> HttpResponse:
-    currency = Organization.get().currency
+def _unattributed_csv(filters: SpendFilters, *, currency: str) -> HttpResponse:
     resources = selectors.unattributed_resources(
         period=filters.period, currency=currency, provider=filters.provider, limit=None
     )
@@ -625,7 +624,7 @@ def unattributed(request: HttpRequest) -> HttpResponse:
 @login_required
 def unattributed_export(request: HttpRequest) -> HttpResponse:
     _require_unattributed(request)
-    return _unattributed_csv(_unattributed_filters(request))
+    return _unattributed_csv(_unattributed_filters(request), currency=_org(request).currency)
 
 
 @login_required
@@ -639,7 +638,10 @@ def unattributed_claim(request: HttpRequest) -> HttpResponse:
         projects=projects_editable_by(user=request.user),
         initial={"resource_id": request.GET.get("resource", "")},
     )
-    back = reverse("unattributed") + (f"?{request.GET.urlencode()}" if request.GET else "")
+    # Back to the unattributed page with the range and filter it was opened from.
+    state = request.GET.copy()
+    state.pop("resource", None)
+    back = reverse("unattributed") + (f"?{state.urlencode()}" if state else "")
     if request.method == "POST" and form.is_valid():
         claim = claim_service(created_by=request.user, **form.claim_arguments())
         messages.success(request, form.moved_message(claim, currency=_org(request).currency))

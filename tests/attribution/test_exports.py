@@ -207,3 +207,10 @@ def test_an_unknown_table_is_a_404(staff_client, bill):
 def test_the_overview_exports_no_unattributed_table_to_a_member(member_client, bill):
     response = member_client.get(reverse("overview_export"), {"table": "unattributed"})
     assert response.status_code == 404
+
+
+def test_the_budget_export_follows_the_team_filter(staff_client, bill):
+    table = rows(
+        staff_client.get(reverse("overview_export"), {"table": "budgets", "team": "vision"})
+    )
+    assert [row[0] for row in table[1:]] == ["Image ranking"]

@@ -40,6 +40,10 @@ from .services_attribution import unattributed_claim as claim_service
 
 UNATTRIBUTED_PER_PAGE = 25
 MOVERS = 5  # per kind on a page; the CSV has every change
+# The costliest runs listed; the CSV lists them all. The model page lists every run that produced
+# the model below already, so its spend section shows the few that cost most.
+PROJECT_RUNS = 25
+MODEL_RUNS = 10
 CLAIM_RULE_PREFIX = "Claimed on the unattributed page"
 
 
@@ -373,7 +377,7 @@ def project_spend(request: HttpRequest, *, project: Project) -> dict:
         budget=selectors.budget_lines(
             projects=Project.objects.filter(pk=project.pk), summary=summary
         ),
-        experiment_costs=selectors.experiment_costs(scope=scope, period=period),
+        experiment_costs=selectors.experiment_costs(scope=scope, period=period, limit=PROJECT_RUNS),
         deployment_costs=selectors.deployment_costs(scope=scope, period=period),
         breakdown=selectors.spend_breakdown(scope=scope, period=period),
         experiment_movers=changes.experiment_movers(MOVERS) if period.previous else [],
@@ -443,7 +447,9 @@ def model_spend(request: HttpRequest, *, model) -> dict:
             empty_message="No spend on this model's runs or deployments in this period: register "
             "the resources they ran on, or pick a longer range.",
         ),
-        experiment_costs=selectors.experiment_costs(scope=scope, period=filters.period),
+        experiment_costs=selectors.experiment_costs(
+            scope=scope, period=filters.period, limit=MODEL_RUNS
+        ),
         deployment_costs=selectors.deployment_costs(scope=scope, period=filters.period),
     )
     return context

@@ -203,3 +203,12 @@ def test_the_date_range_presets_change_the_figures(staff_client, bill):
     assert year.bucket == "month"
     assert year.buckets[0] == date(2024, 4, 1) and year.buckets[-1] == date(2025, 3, 1)
     assert year.values["training"][-2:] == [D("110.00"), D("150.00")]  # 50+60; 100+10+40
+
+
+def test_with_no_bill_every_chart_and_table_says_so(member_client, project, organization, frozen):
+    page = overview(member_client).content.decode()
+    assert "No spend in this period: pick a longer range, clear a filter, or import a bill" in page
+    assert 'id="project-pareto-empty">No projects with spend in this period.' in page
+    assert 'id="model-pareto-empty">No models with spend in this period.' in page
+    assert "no bill loaded yet" in page
+    assert "Nothing changed against the period before" in page

@@ -129,6 +129,12 @@ WHITENOISE_USE_FINDERS = DEBUG
 # Files kept outside the web root: uploads, demo exports.
 COSTSITE_DATA_DIR = Path(env("COSTSITE_DATA_DIR", str(BASE_DIR / "var")))
 
+# Billing uploads are streamed to disk here under generated names, never held in memory.
+BILLING_UPLOAD_DIR = Path(env("BILLING_UPLOAD_DIR", str(COSTSITE_DATA_DIR / "uploads")))
+BILLING_UPLOAD_MAX_BYTES = int(env("BILLING_UPLOAD_MAX_BYTES", str(1024**3)))
+# A source or billing account whose newest charge is older than this many days is flagged.
+BILLING_FRESHNESS_LAG_DAYS = int(env("BILLING_FRESHNESS_LAG_DAYS", "2"))
+
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", True)

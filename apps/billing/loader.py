@@ -16,9 +16,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 from django.db import connection
 from django.db.models import Case, Count, DecimalField, F, Max, Sum, Value, When
-from django.db.models.functions import Coalesce, Lower, TruncDate
+from django.db.models.functions import Coalesce, Lower, TruncDate, TruncMonth
 
-from .models import CostLineItem, DailyCost, DailyResourceCost, Delivery
+from .models import CostLineItem, DailyCost, DailyResourceCost, Delivery, MonthlyCost
 from .normalise import DEC, HOUR_UNITS, TEXT_SUFFIX
 
 NAIVE = pa.timestamp("us")
@@ -463,6 +463,23 @@ def rollups_rebuild(*, delivery_id: int, start=None, end=None) -> None:
             line_items=Count("id"),
             resource_name=Max("resource_name"),
         )
+        .order_by(),
+    )
+
+
+MONTHLY_SUMS = ["effective_cost", "billed_cost", "list_cost", "consumed_hours", "line_items"]
+
+
+def monthly_rebuild(*, delivery_id: int) -> None:
+    """Recompute a delivery's monthly rows from its daily rows (after they changed)."""
+    MonthlyCost.objects.filter(delivery_id=delivery_id).delete()
+    keys = ["month" if key == "day" else key for key in DAILY_KEYS]
+    _insert_select(
+        MonthlyCost,
+        DailyCost.objects.filter(delivery_id=delivery_id)
+        .annotate(month=TruncMonth("day"))
+        .values(*keys)
+        .annotate(**{name: Sum(name) for name in MONTHLY_SUMS})
         .order_by(),
     )
 

@@ -1,6 +1,7 @@
 """The bill: import runs, deliveries, cost line items (FOCUS-shaped) and the rollups pages read."""
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -26,6 +27,148 @@ class AttributedBy(models.TextChoices):
     NONE = "", "Unattributed"
 
 
+class BillingSource(models.Model):
+    """A folder or an S3-compatible bucket prefix where a cloud drops its billing exports.
+
+    Celery beat ticks a dispatcher that claims the sources due (`next_poll_at`, with a conditional
+    UPDATE, as the GPU metric sources do) and polls each: every new or changed file (or CUR
+    manifest) becomes an import run, once per content. S3 credentials come from the environment
+    (boto3's usual chain: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, an instance role), never from
+    the database.
+    """
+
+    class Kind(models.TextChoices):
+        FOLDER = "folder", "Folder on the server"
+        S3 = "s3", "S3-compatible bucket"
+
+    class Health(models.TextChoices):
+        UNKNOWN = "unknown", "Not polled yet"
+        HEALTHY = "healthy", "Healthy"
+        UNHEALTHY = "unhealthy", "Unhealthy"
+
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    path = models.CharField(
+        max_length=1000,
+        blank=True,
+        help_text="Folder only: the server folder the exports are dropped into (subfolders too).",
+    )
+    bucket = models.CharField(max_length=255, blank=True, help_text="S3 only: the bucket's name.")
+    prefix = models.CharField(
+        max_length=1000, blank=True, help_text="S3 only: the key prefix of the exports, if any."
+    )
+    endpoint_url = models.CharField(
+        "endpoint URL",
+        max_length=500,
+        blank=True,
+        help_text="S3 only: an S3-compatible server's URL (MinIO, Ceph); empty for AWS itself.",
+    )
+    region = models.CharField(max_length=50, blank=True, help_text="S3 only: the bucket's region.")
+    format = models.CharField(
+        max_length=30, default="auto", help_text="The export's format; auto detects it per file."
+    )
+    interval_minutes = models.PositiveIntegerField(
+        default=60,
+        validators=[MinValueValidator(1)],
+        help_text="How often to look for new files. Clouds deliver a few times a day.",
+    )
+    freshness_lag_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Warn when the newest charge loaded is older than this many days. "
+        "Empty: the BILLING_FRESHNESS_LAG_DAYS setting.",
+    )
+    is_paused = models.BooleanField(default=False)
+
+    health = models.CharField(max_length=20, choices=Health.choices, default=Health.UNKNOWN)
+    last_error = models.TextField(blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_failure_at = models.DateTimeField(null=True, blank=True)
+    next_poll_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [models.Index(fields=["is_paused", "next_poll_at"], name="billingsource_due_idx")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def location(self) -> str:
+        if self.kind == self.Kind.S3:
+            return f"s3://{self.bucket}/{self.prefix}"
+        return self.path
+
+    @property
+    def lag_days(self) -> int:
+        if self.freshness_lag_days is not None:
+            return self.freshness_lag_days
+        return settings.BILLING_FRESHNESS_LAG_DAYS
+
+
+class SourcePoll(models.Model):
+    """One look at a source: when, what it found, the runs it started, or why it failed."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    source = models.ForeignKey(BillingSource, on_delete=models.CASCADE, related_name="polls")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    # A re-run for a period: only files of billing periods starting in [period_start, period_end),
+    # imported again whatever was seen before.
+    period_start = models.DateField(null=True, blank=True)
+    period_end = models.DateField(null=True, blank=True)
+    files_found = models.PositiveIntegerField(default=0)
+    files_new = models.PositiveIntegerField(default=0)
+    files_changed = models.PositiveIntegerField(default=0)
+    files_unchanged = models.PositiveIntegerField(default=0)
+    runs_started = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.source} poll at {self.started_at:%Y-%m-%d %H:%M} ({self.status})"
+
+
+class SourceObject(models.Model):
+    """A file seen in a source, with the signature it had when imported (size and ETag or
+    modification time): a file is imported again only when its signature changes."""
+
+    source = models.ForeignKey(BillingSource, on_delete=models.CASCADE, related_name="objects_seen")
+    key = models.CharField(max_length=1000, help_text="Path under the folder, or the object key.")
+    size = models.BigIntegerField()
+    signature = models.CharField(max_length=200, help_text="ETag, or size and mtime for a file.")
+    last_modified = models.DateTimeField(null=True, blank=True)
+    import_run = models.ForeignKey(
+        "ImportRun", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    imported_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["key"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "key"], name="sourceobject_one_per_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.key}"
+
+
 class ImportRun(models.Model):
     """One import of one or more files, all or nothing: it loads inside one transaction."""
 
@@ -36,7 +179,23 @@ class ImportRun(models.Model):
         UNCHANGED = "unchanged", "Unchanged"
         FAILED = "failed", "Failed"
 
+    class Origin(models.TextChoices):
+        COMMAND = "command", "Command line"
+        UPLOAD = "upload", "Upload"
+        SOURCE = "source", "Source"
+
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    origin = models.CharField(max_length=20, choices=Origin.choices, default=Origin.COMMAND)
+    source = models.ForeignKey(
+        BillingSource,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="import_runs",
+    )
+    poll = models.ForeignKey(
+        SourcePoll, on_delete=models.SET_NULL, null=True, blank=True, related_name="import_runs"
+    )
     requested_format = models.CharField(max_length=30, default="auto")
     format = models.CharField(max_length=30, blank=True, help_text="The format detected or forced.")
     paths = models.JSONField(default=list, help_text="Server-side paths of the delivery's files.")
@@ -70,7 +229,10 @@ class ImportRun(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-pk"]
-        indexes = [models.Index(fields=["status", "-created_at"], name="importrun_status_idx")]
+        indexes = [
+            models.Index(fields=["status", "-created_at"], name="importrun_status_idx"),
+            models.Index(fields=["source", "-created_at"], name="importrun_source_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"Import #{self.pk} {self.display_name} ({self.status})"
@@ -84,6 +246,46 @@ class ImportRun(models.Model):
         if self.started_at and self.finished_at:
             return (self.finished_at - self.started_at).total_seconds()
         return None
+
+
+class AttributionRun(models.Model):
+    """One re-attribution of the history after an alias, a rule or a registered resource changed.
+
+    Its progress (deliveries done of those in scope) is written as it goes, so the allocation page
+    can poll it; `lines_changed` counts the source lines that changed owner.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    reason = models.CharField(max_length=500, blank=True, help_text="What changed, in words.")
+    resource_ids = models.JSONField(
+        null=True, blank=True, help_text="The resources whose history it covers; null: all."
+    )
+    deliveries_total = models.PositiveIntegerField(default=0)
+    deliveries_done = models.PositiveIntegerField(default=0)
+    lines_changed = models.BigIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"Re-attribution #{self.pk} ({self.status})"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status in {self.Status.SUCCEEDED, self.Status.FAILED}
 
 
 class Delivery(models.Model):
@@ -309,6 +511,48 @@ class DailyCost(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.workload} {self.cost_kind} {self.billing_currency}"
+
+
+class MonthlyCost(models.Model):
+    """DailyCost summed per calendar month (UTC), same keys, per delivery: what long ranges read.
+
+    A page over a year adds up twelve months of these (about 1/30 of the daily rows) and only
+    the days at the range's ragged ends from DailyCost (`selectors.rollup_rows`). Rebuilt from
+    the delivery's daily rows whenever those change (`loader.monthly_rebuild`).
+    """
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="+")
+    month = models.DateField(help_text="The month's first day.")
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    experiment = models.ForeignKey(
+        "experiments.Experiment", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    deployment = models.ForeignKey(
+        "deployments.Deployment", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    workload = models.CharField(max_length=20, choices=Workload.choices)
+    cost_kind = models.CharField(max_length=20, choices=CostKind.choices)
+    provider_name = models.CharField(max_length=200, blank=True)
+    region_id = models.CharField(max_length=100, blank=True)
+    service_name = models.CharField(max_length=200, blank=True)
+    pricing_category = models.CharField(max_length=20, blank=True)
+    billing_currency = models.CharField(max_length=10)
+    effective_cost = models.DecimalField(**MONEY)
+    billed_cost = models.DecimalField(**MONEY)
+    list_cost = models.DecimalField(**MONEY)
+    consumed_hours = models.DecimalField(**QUANTITY, default=0)
+    line_items = models.BigIntegerField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["month"], name="monthlycost_month_idx"),
+            models.Index(fields=["project", "month"], name="monthlycost_project_month_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.workload} {self.cost_kind} {self.billing_currency}"
 
 
 class DailyResourceCost(models.Model):

@@ -45,9 +45,10 @@ from .loader import (
     LineSink,
     RollupAccumulator,
     line_days,
+    monthly_rebuild,
     rollups_rebuild,
 )
-from .models import CostLineItem, DailyCost, DailyResourceCost, Delivery, ImportRun
+from .models import CostLineItem, DailyCost, DailyResourceCost, Delivery, ImportRun, MonthlyCost
 from .normalise import DEC, TS, FocusNormaliser
 from .reader import SourceFile, source_inspect
 
@@ -548,6 +549,7 @@ class _Importer:
             delivery.last_line_id = _last_line_id()
             delivery.save()
             rollups.write(delivery_ids=[delivery.pk])
+            monthly_rebuild(delivery_id=delivery.pk)
             result.update(
                 status="succeeded",
                 delivery=delivery.pk,
@@ -611,6 +613,7 @@ def delivery_drop_lines(*, delivery: Delivery) -> None:
     """Delete a delivery's line items and rollup rows (it is being replaced)."""
     CostLineItem.objects.of_delivery(delivery).delete()
     DailyCost.objects.filter(delivery_id=delivery.pk).delete()
+    MonthlyCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyResourceCost.objects.filter(delivery_id=delivery.pk).delete()
 
 
@@ -682,6 +685,7 @@ def attribution_refresh(*, resource_ids: list[str] | None = None) -> int:
                     start=_day_start(min(days)),
                     end=_day_start(max(days)) + timedelta(days=1),
                 )
+                monthly_rebuild(delivery_id=delivery_id)
     return changed
 
 

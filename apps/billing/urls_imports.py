@@ -1,0 +1,3 @@
+"""imports pages URLs (filled in by the issue 5 work)."""
+
+urlpatterns = []

@@ -1,0 +1,3 @@
+"""sources pages URLs (filled in by the issue 5 work)."""
+
+urlpatterns = []

@@ -48,7 +48,16 @@ from .loader import (
     monthly_rebuild,
     rollups_rebuild,
 )
-from .models import CostLineItem, DailyCost, DailyResourceCost, Delivery, ImportRun, MonthlyCost
+from .models import (
+    BillingSource,
+    CostLineItem,
+    DailyCost,
+    DailyResourceCost,
+    Delivery,
+    ImportRun,
+    MonthlyCost,
+    SourcePoll,
+)
 from .normalise import DEC, TS, FocusNormaliser
 from .reader import SourceFile, source_inspect
 
@@ -97,8 +106,12 @@ def import_run_create(
     requested_format: str = "auto",
     display_name: str = "",
     created_by: AbstractBaseUser | None = None,
+    origin: str = ImportRun.Origin.COMMAND,
+    source: BillingSource | None = None,
+    poll: SourcePoll | None = None,
 ) -> ImportRun:
-    """A queued run for these server-side files (stored as absolute paths)."""
+    """A queued run for these server-side files (stored as absolute paths): from the command
+    line, an upload, or a source's poll (`source` and `poll` then say which)."""
     if requested_format not in format_names():
         raise ValueError(
             f"Unknown format {requested_format!r}: choose one of {', '.join(format_names())}."
@@ -112,6 +125,9 @@ def import_run_create(
         requested_format=requested_format,
         display_name=name[:500],
         created_by=created_by,
+        origin=origin,
+        source=source,
+        poll=poll,
     )
 
 

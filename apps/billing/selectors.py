@@ -2,14 +2,17 @@
 attribution pages (the overview, a project's, a model's, an experiment's and a deployment's spend,
 unattributed spend).
 
-Pages read the rollups only: DailyCost, DailyResourceCost, the hourly GPU rollup and the hourly
-traffic. Each selector is one grouped query (two at most), and whatever a page lists is cut to a
-fixed length in the database, so a page costs the same number of queries whatever the size of the
-bill. Spend is FOCUS EffectiveCost in the organisation's currency; amounts in other currencies are
-totalled apart and never added in.
+Pages read the rollups only: DailyCost (MonthlyCost for the whole months of a long range),
+DailyResourceCost, the hourly GPU rollup and the hourly traffic. Each selector is one grouped
+query (two at most), and whatever a page lists is cut to a fixed length in the database, so a page
+costs the same number of queries whatever the size of the bill. Spend is FOCUS EffectiveCost in
+the organisation's currency; amounts in other currencies are totalled apart and never added in.
 """
 
+import functools
+import operator
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -28,6 +31,7 @@ from django.db.models import (
     Value,
     When,
 )
+from django.db.models.functions import Coalesce
 
 from apps.accounts.models import Team
 from apps.accounts.selectors import projects_visible_to, teams_led_by
@@ -37,11 +41,12 @@ from apps.gpu.models import Gpu, GpuHour, HostMapping
 from apps.projects.models import Project, Workload
 
 from .filters import Period, days_in_month, month_start, previous_month_start
-from .models import CostKind, DailyCost, DailyResourceCost, Delivery, ImportRun
+from .models import CostKind, DailyCost, DailyResourceCost, Delivery, ImportRun, MonthlyCost
 
 ZERO = Decimal(0)
 CENT = Decimal("0.01")
 MONEY = DecimalField(max_digits=38, decimal_places=15)
+ZERO_MONEY = Value(ZERO, output_field=MONEY)
 PARETO_SHARE = Decimal("0.8")
 # FOCUS PricingCategory values as people say them.
 PRICING_LABELS = {
@@ -156,6 +161,86 @@ class SpendScope:
     def resources(self, period: Period | None = None) -> QuerySet[DailyResourceCost]:
         rows = DailyResourceCost.objects.filter(self.q())
         return _in_period(rows, period)
+
+
+def _next_month(month: date) -> date:
+    return (month + timedelta(days=32)).replace(day=1)
+
+
+@dataclass(frozen=True)
+class RollupPlan:
+    """Which part of a range a selector reads from the monthly rollup and which from the daily.
+
+    Whole calendar months inside the range are read as months, unless a cut (a day the selector
+    compares on both sides of, such as the start of the period against the one before) falls
+    inside one; the ragged ends are read as days. `months_before` stands for "every month before
+    this one" (a range without a start).
+    """
+
+    months: tuple[date, ...] = ()
+    months_before: date | None = None
+    day_ranges: tuple[tuple[date | None, date], ...] = ()
+
+
+def rollup_plan(start: date | None, end: date, cuts: tuple[date, ...] = ()) -> RollupPlan:
+    months: list[date] = []
+    ranges: list[tuple[date | None, date]] = []
+    months_before = None
+    day = start
+    if start is None:
+        cut_months = [month_start(cut) for cut in cuts if cut < end]
+        months_before = min([month_start(end), *cut_months])
+        day = months_before
+    while day < end:
+        month = month_start(day)
+        following = _next_month(month)
+        if day == month and following <= end and not any(month < c < following for c in cuts):
+            months.append(month)
+            day = following
+            continue
+        stop = min(following, end)
+        if ranges and ranges[-1][1] == day:
+            ranges[-1] = (ranges[-1][0], stop)
+        else:
+            ranges.append((day, stop))
+        day = stop
+    return RollupPlan(tuple(months), months_before, tuple(ranges))
+
+
+def rollup_rows(
+    q: Q,
+    period: Period,
+    shape: Callable[[QuerySet], QuerySet],
+    *,
+    cuts: tuple[date, ...] = (),
+    monthly: bool = True,
+) -> list[dict]:
+    """The rows `shape` makes of the spend of `q` in the period, whole months read from the
+    monthly rollup (about a thirtieth of the daily rows) and the rest from the daily, in one
+    query (UNION ALL). `shape` gets a queryset with a `day` (a month's first day for monthly rows)
+    and must return values() with aggregates; callers add up the parts (a key may come twice).
+    Without `monthly`, or for a short range, it is the daily rollup alone."""
+    if not monthly or (period.start is not None and period.days <= 31):
+        return list(shape(_in_period(DailyCost.objects.filter(q), period)))
+    plan = rollup_plan(period.start, period.end, cuts)
+    parts = []
+    if plan.day_ranges:
+        days = [Q(day__gte=a, day__lt=b) for a, b in plan.day_ranges]
+        parts.append(shape(DailyCost.objects.filter(q).filter(_any(days))))
+    if plan.months or plan.months_before:
+        months = MonthlyCost.objects.filter(q)
+        wanted = [Q(month__in=plan.months)] if plan.months else []
+        if plan.months_before:
+            wanted.append(Q(month__lt=plan.months_before))
+        parts.append(shape(months.filter(_any(wanted)).annotate(day=F("month"))))
+    if not parts:
+        return []
+    query = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    return list(query)
+
+
+def _any(conditions: list[Q]) -> Q:
+    return functools.reduce(operator.or_, conditions)
 
 
 def _in_period(rows: QuerySet, period: Period | None) -> QuerySet:
@@ -332,11 +417,19 @@ def spend_series(*, scope: SpendScope, period: Period, by: str = "workload") -> 
         "cost_kind": ("cost_kind",),
         "component": ("workload", "cost_kind"),
     }[by]
-    rows = (
-        scope.daily(period)
-        .values("day", *dimensions, "billing_currency")
-        .annotate(amount=Sum("effective_cost"))
-        .order_by()
+    if period.start is None:
+        # All time: from the first day with spend, so that the chart's buckets are known.
+        first = scope.daily().aggregate(first=Min("day"))["first"]
+        period = Period(first or period.end, period.end, period.preset)
+    rows = rollup_rows(
+        scope.q(),
+        period,
+        lambda rows: (
+            rows.values("day", *dimensions, "billing_currency")
+            .annotate(amount=Sum("effective_cost"))
+            .order_by()
+        ),
+        monthly=period.bucket() == "month",
     )
     per_day: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
     others: dict[str, Decimal] = defaultdict(Decimal)
@@ -584,9 +677,6 @@ def spend_changes(
     without `models` the models' spend is left empty (a project page shows none).
     """
     previous = period.previous
-    rows = scope.daily(Period(previous.start, period.end) if previous else period).filter(
-        billing_currency=scope.currency
-    )
     sums = (
         _current_and_previous(period)
         if previous
@@ -595,11 +685,18 @@ def spend_changes(
             "previous": Value(ZERO, output_field=MONEY),
         }
     )
-    grouped = rows.values("project_id", "experiment_id", "deployment_id").annotate(**sums)
+    grouped = rollup_rows(
+        scope.q() & Q(billing_currency=scope.currency),
+        Period(previous.start, period.end) if previous else period,
+        lambda rows: (
+            rows.values("project_id", "experiment_id", "deployment_id").annotate(**sums).order_by()
+        ),
+        cuts=(period.start,) if previous else (),
+    )
     by_project: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
     by_experiment: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
     by_deployment: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
-    for row in grouped.order_by():
+    for row in grouped:
         current, before = row["current"], row["previous"]
         for key, totals in (
             (row["project_id"], by_project),
@@ -840,26 +937,28 @@ class UnattributedSummary:
 def unattributed_summary(
     *, period: Period, currency: str, provider: str = ""
 ) -> UnattributedSummary:
-    rows = _in_period(DailyCost.objects.all(), period)
     resources = _in_period(DailyResourceCost.objects.filter(project__isnull=True), period)
     if provider:
-        rows = rows.filter(provider_name=provider)
         resources = resources.filter(provider_name=provider)
-    totals = (
-        rows.values("billing_currency")
-        .annotate(
-            amount=Sum("effective_cost", filter=Q(project__isnull=True)),
-            total=Sum("effective_cost"),
-        )
-        .order_by("billing_currency")
+    rows = rollup_rows(
+        Q(provider_name=provider) if provider else Q(),
+        period,
+        lambda rows: (
+            rows.values("billing_currency")
+            .annotate(
+                amount=Coalesce(Sum("effective_cost", filter=Q(project__isnull=True)), ZERO_MONEY),
+                total=Sum("effective_cost"),
+            )
+            .order_by()
+        ),
     )
-    amount = total = ZERO
-    others = {}
-    for row in totals:
-        if row["billing_currency"] == currency:
-            amount, total = row["amount"] or ZERO, row["total"]
-        elif row["amount"]:
-            others[row["billing_currency"]] = row["amount"]
+    amounts: dict[str, Decimal] = defaultdict(Decimal)
+    totals: dict[str, Decimal] = defaultdict(Decimal)
+    for row in rows:
+        amounts[row["billing_currency"]] += row["amount"]
+        totals[row["billing_currency"]] += row["total"]
+    amount, total = amounts.pop(currency, ZERO), totals.get(currency, ZERO)
+    others = {code: value for code, value in sorted(amounts.items()) if value}
     by_resource = resources.filter(billing_currency=currency).aggregate(
         count=Count("resource_id", distinct=True), amount=Sum("effective_cost")
     )

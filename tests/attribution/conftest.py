@@ -38,6 +38,7 @@ import pytest
 import time_machine
 
 from apps.accounts.models import Organization
+from apps.billing.loader import monthly_rebuild
 from apps.billing.models import DailyCost, DailyResourceCost, Delivery
 from apps.deployments.models import TrafficHour
 from apps.experiments.models import Experiment
@@ -109,7 +110,7 @@ def rollup(
     pricing: str = "Standard",
     currency: str = "USD",
 ) -> DailyCost:
-    return DailyCost.objects.create(
+    row = DailyCost.objects.create(
         delivery=delivery,
         day=day,
         project=project,
@@ -127,6 +128,9 @@ def rollup(
         list_cost=Decimal(amount),
         line_items=1,
     )
+    # The import keeps the monthly rollup in step with the daily one; so must a hand-made bill.
+    monthly_rebuild(delivery_id=delivery.pk)
+    return row
 
 
 def resource_rollup(

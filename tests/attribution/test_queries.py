@@ -10,6 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from apps.billing.loader import monthly_rebuild
 from apps.billing.models import DailyCost, DailyResourceCost
 from apps.deployments.models import TrafficHour
 from apps.experiments.models import Experiment, ExperimentResource
@@ -127,6 +128,8 @@ def grow(bill, team) -> None:
                 )
             )
     DailyCost.objects.bulk_create(rows)
+    for delivery in (bill.march, bill.february):
+        monthly_rebuild(delivery_id=delivery.pk)
     DailyResourceCost.objects.bulk_create(resources)
     GpuHour.objects.bulk_create(gpu_hours)
 

@@ -1,4 +1,4 @@
-"""python manage.py import_billing PATH [PATH ...] [--format auto|focus] [--json] [--async]"""
+"""python manage.py import_billing PATH [PATH ...] [--format FORMAT] [--json] [--async]"""
 
 import json
 from pathlib import Path
@@ -25,13 +25,20 @@ FIELDS = (
 
 class Command(BaseCommand):
     help = (
-        "Import billing files (FOCUS CSV, gzip CSV or Parquet). Each PATH is one import, all or "
-        "nothing; a file already loaded is reported unchanged. Exits non-zero if any failed."
+        "Import billing files: FOCUS 1.x, AWS CUR (legacy, Parquet, 2.0, or a CUR manifest), the "
+        "GCP billing export, Azure EA and MCA cost details; CSV, gzip CSV, NDJSON or Parquet. Each "
+        "PATH is one import, all or nothing; a file already loaded is reported unchanged. Exits "
+        "non-zero if any failed."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+", metavar="PATH")
-        parser.add_argument("--format", default="auto", choices=format_names())
+        parser.add_argument(
+            "--format",
+            default="auto",
+            choices=format_names(),
+            help="The files' format (default: auto, detected from each file's header).",
+        )
         parser.add_argument(
             "--json",
             action="store_true",

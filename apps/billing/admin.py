@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Delivery, ImportRun
+from .models import BillingSource, Delivery, ImportRun, SourceObject, SourcePoll
 
 
 @admin.register(ImportRun)
@@ -36,6 +36,58 @@ class DeliveryAdmin(admin.ModelAdmin):
     ]
     list_filter = ["status", "format"]
     readonly_fields = [f.name for f in Delivery._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(BillingSource)
+class BillingSourceAdmin(admin.ModelAdmin):
+    """Editing here changes the source as the sources page does; its health is the poll's."""
+
+    list_display = ["name", "kind", "location", "health", "is_paused", "interval_minutes"]
+    list_filter = ["kind", "health", "is_paused"]
+    search_fields = ["name", "path", "bucket", "prefix"]
+    readonly_fields = [
+        "health",
+        "last_error",
+        "consecutive_failures",
+        "last_attempt_at",
+        "last_success_at",
+        "last_failure_at",
+        "created_at",
+        "updated_at",
+    ]
+
+
+@admin.register(SourcePoll)
+class SourcePollAdmin(admin.ModelAdmin):
+    list_display = [
+        "pk",
+        "source",
+        "status",
+        "started_at",
+        "files_found",
+        "files_new",
+        "files_changed",
+        "files_unchanged",
+        "runs_started",
+    ]
+    list_filter = ["status", "source"]
+    readonly_fields = [f.name for f in SourcePoll._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # polls are made by the schedule and the sources page
+
+
+@admin.register(SourceObject)
+class SourceObjectAdmin(admin.ModelAdmin):
+    """Deleting a row here makes the next poll import that file again."""
+
+    list_display = ["key", "source", "size", "signature", "import_run", "imported_at"]
+    list_filter = ["source"]
+    search_fields = ["key"]
+    readonly_fields = [f.name for f in SourceObject._meta.fields]
 
     def has_add_permission(self, request) -> bool:
         return False

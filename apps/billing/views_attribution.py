@@ -31,7 +31,7 @@ from apps.accounts.selectors import (
 from apps.projects.models import AllocationRule, Project, Workload
 from costsite.htmx import redirect_after_save
 
-from . import selectors
+from . import freshness, selectors
 from .charts import pareto_chart, spend_over_time_chart
 from .csv_export import csv_response
 from .filters import SpendFilters, spend_filters_from
@@ -133,6 +133,7 @@ def overview_context(request: HttpRequest) -> dict:
         experiment_movers=changes.experiment_movers(MOVERS) if period.previous else [],
         deployment_movers=changes.deployment_movers(MOVERS) if period.previous else [],
         shows_unattributed=scope.unattributed,
+        lag_warnings=freshness.lag_warnings(),
         unattributed=selectors.unattributed_resources(
             period=period, currency=scope.currency, provider=filters.provider, detail=False
         )

@@ -1,0 +1,119 @@
+import os
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django import forms
+
+from costsite.forms import SiteForm, SiteModelForm
+
+from .formats import format_names
+from .models import BillingSource
+
+# S3's rules for bucket names (3-63 lower-case letters, digits, dots and hyphens).
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+FOLDER_FIELDS = ("path",)
+S3_FIELDS = ("bucket", "prefix", "endpoint_url", "region")
+
+
+class BillingSourceForm(SiteModelForm):
+    fieldsets = [
+        ("Folder only", list(FOLDER_FIELDS)),
+        ("S3-compatible bucket only", list(S3_FIELDS)),
+        ("Schedule and freshness", ["interval_minutes", "freshness_lag_days", "is_paused"]),
+    ]
+
+    format = forms.ChoiceField(
+        choices=[(name, name) for name in format_names()],
+        initial="auto",
+        help_text="auto detects each file's format from its header.",
+    )
+
+    class Meta:
+        model = BillingSource
+        fields = [
+            "name",
+            "kind",
+            "format",
+            "path",
+            "bucket",
+            "prefix",
+            "endpoint_url",
+            "region",
+            "interval_minutes",
+            "freshness_lag_days",
+            "is_paused",
+        ]
+        labels = {
+            "path": "Folder",
+            "is_paused": "Paused",
+            "interval_minutes": "Poll every (minutes)",
+            "freshness_lag_days": "Warn when the data is older than (days)",
+        }
+        widgets = {
+            "path": forms.TextInput(attrs={"class": "mono", "spellcheck": "false"}),
+            "prefix": forms.TextInput(attrs={"class": "mono", "spellcheck": "false"}),
+            "endpoint_url": forms.TextInput(attrs={"class": "mono", "spellcheck": "false"}),
+        }
+
+    def clean(self):
+        cleaned = super().clean()
+        for name in ("path", "bucket", "prefix", "endpoint_url", "region"):
+            if isinstance(cleaned.get(name), str):
+                cleaned[name] = cleaned[name].strip()
+        kind = cleaned.get("kind")
+        if kind == BillingSource.Kind.FOLDER:
+            self._clean_folder(cleaned)
+            for name in S3_FIELDS:
+                cleaned[name] = ""
+        elif kind == BillingSource.Kind.S3:
+            self._clean_bucket(cleaned)
+            for name in FOLDER_FIELDS:
+                cleaned[name] = ""
+        return cleaned
+
+    def _clean_folder(self, cleaned: dict) -> None:
+        path = cleaned.get("path", "")
+        if not path:
+            self.add_error("path", "Give the server folder the exports are dropped into.")
+        elif not Path(path).is_absolute():
+            self.add_error("path", "Give the folder's full path, starting with /.")
+        elif not Path(path).is_dir():
+            self.add_error("path", f"{path} does not exist on the server (or is not a folder).")
+        elif not os.access(path, os.R_OK | os.X_OK):
+            self.add_error("path", f"{path} cannot be read by costsite (permission denied).")
+
+    def _clean_bucket(self, cleaned: dict) -> None:
+        bucket = cleaned.get("bucket", "")
+        if not bucket:
+            self.add_error("bucket", "Give the bucket's name.")
+        elif not BUCKET_NAME.match(bucket):
+            self.add_error(
+                "bucket",
+                "A bucket name is 3 to 63 lower-case letters, digits, dots and hyphens "
+                "(the name only, without s3://).",
+            )
+        cleaned["prefix"] = cleaned.get("prefix", "").lstrip("/")
+        url = cleaned.get("endpoint_url", "")
+        if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
+            self.add_error("endpoint_url", "Give the server's URL, e.g. http://minio:9000.")
+
+
+class RerunForm(SiteForm):
+    period_start = forms.DateField(
+        label="Billing periods from",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="The first billing period to import again (its first day).",
+    )
+    period_end = forms.DateField(
+        label="until (not included)",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="Periods starting before this day are imported again.",
+    )
+
+    def clean(self):
+        cleaned = super().clean()
+        start, end = cleaned.get("period_start"), cleaned.get("period_end")
+        if start and end and end <= start:
+            self.add_error("period_end", "The end comes after the start.")
+        return cleaned

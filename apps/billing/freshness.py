@@ -1,0 +1,159 @@
+"""How fresh the bill is, and what the sources pages read.
+
+Per source and billing account, "data as of" is the newest charge period end of the current
+deliveries that the source's runs loaded (`Delivery.max_charge_period_end`); uploads and
+command-line imports form one group of their own. An account lags when its data as of is more
+than the group's lag days old (the source's `lag_days`; BILLING_FRESHNESS_LAG_DAYS for uploads).
+The overall data as of is the newest over every account, the same moment the spend pages show as
+"bill loaded up to" (`selectors.data_as_of`).
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Max, OuterRef, QuerySet, Subquery
+from django.utils import timezone
+
+from .models import BillingSource, Delivery, SourcePoll
+
+UPLOADS = "Uploads and command line"
+DETAIL_POLLS = 20
+DETAIL_DELIVERIES = 50
+
+
+@dataclass(frozen=True)
+class AccountFreshness:
+    billing_account_id: str
+    data_as_of: datetime
+    lag_days: int
+    lagging: bool
+
+    @property
+    def days_behind(self) -> int:
+        return max((timezone.now() - self.data_as_of).days, 0)
+
+
+@dataclass(frozen=True)
+class SourceFreshness:
+    """One group: a source (None for uploads and the command line) and its accounts."""
+
+    source: BillingSource | None
+    name: str
+    lag_days: int
+    accounts: list[AccountFreshness]
+
+    @property
+    def data_as_of(self) -> datetime | None:
+        return max((a.data_as_of for a in self.accounts), default=None)
+
+    @property
+    def lagging(self) -> bool:
+        return any(a.lagging for a in self.accounts)
+
+
+def freshness(*, now: datetime | None = None) -> list[SourceFreshness]:
+    """Every source (with or without data yet), then the uploads group if it loaded anything."""
+    now = now or timezone.now()
+    newest = (
+        Delivery.objects.filter(status=Delivery.Status.CURRENT)
+        .exclude(max_charge_period_end=None)
+        .values("import_run__source_id", "billing_account_id")
+        .annotate(as_of=Max("max_charge_period_end"))
+        .order_by("billing_account_id")
+    )
+    by_source: dict[int | None, list[tuple[str, datetime]]] = {}
+    for row in newest:
+        by_source.setdefault(row["import_run__source_id"], []).append(
+            (row["billing_account_id"], row["as_of"])
+        )
+    groups = [
+        _group(source, source.name, source.lag_days, by_source.pop(source.pk, []), now)
+        for source in BillingSource.objects.order_by("name")
+    ]
+    # Deliveries of runs without a source: uploads, the command line, or a source since deleted.
+    orphans = [item for rows in by_source.values() for item in rows]
+    if orphans:
+        groups.append(_group(None, UPLOADS, settings.BILLING_FRESHNESS_LAG_DAYS, orphans, now))
+    return groups
+
+
+def _group(
+    source: BillingSource | None,
+    name: str,
+    lag_days: int,
+    rows: list[tuple[str, datetime]],
+    now: datetime,
+) -> SourceFreshness:
+    newest: dict[str, datetime] = {}
+    for account, as_of in rows:
+        newest[account] = max(as_of, newest.get(account, as_of))
+    limit = now - timedelta(days=lag_days)
+    accounts = [
+        AccountFreshness(
+            billing_account_id=account,
+            data_as_of=as_of,
+            lag_days=lag_days,
+            lagging=as_of < limit,
+        )
+        for account, as_of in sorted(newest.items())
+    ]
+    return SourceFreshness(source=source, name=name, lag_days=lag_days, accounts=accounts)
+
+
+def overall_as_of(groups: list[SourceFreshness]) -> datetime | None:
+    return max((g.data_as_of for g in groups if g.data_as_of), default=None)
+
+
+@dataclass(frozen=True)
+class LagWarning:
+    group: str
+    billing_account_id: str
+    data_as_of: datetime
+    lag_days: int
+
+
+def lag_warnings(*, now: datetime | None = None) -> list[LagWarning]:
+    """The accounts whose data lags, for the overview's warning line."""
+    return [
+        LagWarning(
+            group=group.name,
+            billing_account_id=account.billing_account_id,
+            data_as_of=account.data_as_of,
+            lag_days=account.lag_days,
+        )
+        for group in freshness(now=now)
+        for account in group.accounts
+        if account.lagging
+    ]
+
+
+# -- what the source pages show ----------------------------------------------------------------
+
+
+def sources_with_last_poll() -> list[BillingSource]:
+    """Every source with its latest poll as `last_poll` (None before the first)."""
+    latest = SourcePoll.objects.filter(source=OuterRef("pk")).order_by("-started_at", "-pk")
+    items = list(
+        BillingSource.objects.annotate(last_poll_id=Subquery(latest.values("pk")[:1])).order_by(
+            "name"
+        )
+    )
+    polls = SourcePoll.objects.in_bulk([s.last_poll_id for s in items if s.last_poll_id])
+    for item in items:
+        item.last_poll = polls.get(item.last_poll_id)
+    return items
+
+
+def source_polls(*, source: BillingSource) -> QuerySet[SourcePoll]:
+    return source.polls.select_related("requested_by")[:DETAIL_POLLS]
+
+
+def source_deliveries(*, source: BillingSource) -> QuerySet[Delivery]:
+    """The deliveries the source's runs loaded, newest period first (replaced ones too, marked)."""
+    return (
+        Delivery.objects.filter(import_run__source=source)
+        .exclude(status=Delivery.Status.LOADING)
+        .select_related("import_run")
+        .order_by("-billing_period_start", "billing_account_id", "-pk")[:DETAIL_DELIVERIES]
+    )

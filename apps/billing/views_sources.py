@@ -1,0 +1,163 @@
+"""The billing sources pages (staff only: everybody else gets 404): the list with each source's
+health and data freshness, the form, and a source's polls and deliveries with its actions."""
+
+import copy
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from costsite.htmx import form_page, redirect_after_save
+
+from . import freshness, services_sources, tasks
+from .forms_sources import BillingSourceForm, RerunForm
+from .models import BillingSource
+
+
+def _staff_only(request: HttpRequest) -> None:
+    # 404, never 403 (apps/accounts/selectors.py): one rule for every refusal.
+    if not request.user.is_staff:
+        raise Http404("No such page.")
+
+
+def _source(request: HttpRequest, source_pk: int) -> BillingSource:
+    _staff_only(request)
+    return get_object_or_404(BillingSource, pk=source_pk)
+
+
+def _list_context() -> dict:
+    groups = freshness.freshness()
+    return {
+        "groups": groups,
+        "sources": freshness.sources_with_last_poll(),
+        "data_as_of": freshness.overall_as_of(groups),
+    }
+
+
+@login_required
+def source_list(request: HttpRequest) -> HttpResponse:
+    _staff_only(request)
+    template = (
+        "billing/sources/source_list.html#source-rows"
+        if request.htmx
+        else "billing/sources/source_list.html"
+    )
+    return render(request, template, _list_context())
+
+
+def _form_page(request: HttpRequest, form, *, title: str, submit: str) -> HttpResponse:
+    list_url = reverse("billing_source_list")
+    return form_page(
+        request,
+        form=form,
+        title=title,
+        submit_label=submit,
+        cancel_url=list_url,
+        breadcrumbs=[("Billing sources", list_url)],
+        intro="costsite looks into this folder or bucket prefix on this schedule and imports "
+        "every new or changed export once (a CUR manifest with its parts as one delivery). "
+        "S3 credentials come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).",
+    )
+
+
+@login_required
+def source_create(request: HttpRequest) -> HttpResponse:
+    _staff_only(request)
+    form = BillingSourceForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        source = services_sources.billing_source_create(**form.cleaned_data)
+        messages.success(
+            request, f"Billing source “{source.name}” added; the first poll is due now."
+        )
+        return redirect_after_save(request, reverse("billing_source_detail", args=[source.pk]))
+    return _form_page(request, form, title="New billing source", submit="Add source")
+
+
+@login_required
+def source_edit(request: HttpRequest, source_pk: int) -> HttpResponse:
+    source = _source(request, source_pk)
+    form = BillingSourceForm(request.POST or None, instance=copy.copy(source))
+    if request.method == "POST" and form.is_valid():
+        values = dict(form.cleaned_data)
+        paused = values.pop("is_paused")
+        source = services_sources.billing_source_update(source=source, **values)
+        if paused != source.is_paused:
+            services_sources.billing_source_pause(source=source, paused=paused)
+        messages.success(request, f"Billing source “{source.name}” saved.")
+        return redirect_after_save(request, reverse("billing_source_detail", args=[source.pk]))
+    return _form_page(request, form, title=f"Edit {source.name}", submit="Save source")
+
+
+def _detail_context(source: BillingSource, rerun_form: RerunForm | None = None) -> dict:
+    group = next((g for g in freshness.freshness() if g.source == source), None)
+    return {
+        "source": source,
+        "freshness": group,
+        "freshness_groups": [group] if group else [],
+        "polls": freshness.source_polls(source=source),
+        "deliveries": freshness.source_deliveries(source=source),
+        "rerun_form": rerun_form or RerunForm(),
+    }
+
+
+@login_required
+def source_detail(request: HttpRequest, source_pk: int) -> HttpResponse:
+    source = _source(request, source_pk)
+    template = (
+        "billing/sources/source_detail.html#source-activity"
+        if request.htmx
+        else "billing/sources/source_detail.html"
+    )
+    return render(request, template, _detail_context(source))
+
+
+@login_required
+@require_POST
+def source_pause(request: HttpRequest, source_pk: int) -> HttpResponse:
+    source = _source(request, source_pk)
+    services_sources.billing_source_pause(source=source, paused=not source.is_paused)
+    if request.htmx:
+        return render(request, "billing/sources/source_list.html#source-rows", _list_context())
+    state = "paused" if source.is_paused else "resumed"
+    messages.success(request, f"Billing source “{source.name}” {state}.")
+    return redirect("billing_source_detail", source_pk=source.pk)
+
+
+@login_required
+@require_POST
+def source_poll(request: HttpRequest, source_pk: int) -> HttpResponse:
+    source = _source(request, source_pk)
+    tasks.billing_source_poll_task.delay_on_commit(
+        source.pk, requested_by_id=request.user.pk, manual=True
+    )
+    messages.success(request, f"A poll of “{source.name}” is queued.")
+    return redirect("billing_source_detail", source_pk=source.pk)
+
+
+@login_required
+@require_POST
+def source_rerun(request: HttpRequest, source_pk: int) -> HttpResponse:
+    source = _source(request, source_pk)
+    form = RerunForm(request.POST)
+    if not form.is_valid():
+        context = _detail_context(source, rerun_form=form)
+        if request.htmx:
+            return render(request, "billing/sources/source_detail.html#rerun-form", context)
+        return render(request, "billing/sources/source_detail.html", context, status=400)
+    start, end = form.cleaned_data["period_start"], form.cleaned_data["period_end"]
+    tasks.billing_source_poll_task.delay_on_commit(
+        source.pk,
+        period_start=start.isoformat(),
+        period_end=end.isoformat(),
+        requested_by_id=request.user.pk,
+        manual=True,
+    )
+    messages.success(
+        request,
+        f"A re-run of “{source.name}” for the billing periods from {start.day} {start:%b %Y} "
+        f"to {end.day} {end:%b %Y} is queued.",
+    )
+    return redirect_after_save(request, reverse("billing_source_detail", args=[source.pk]))

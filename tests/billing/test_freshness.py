@@ -1,0 +1,122 @@
+"""Data freshness: per source (uploads and the command line as one group) and billing account,
+the newest charge loaded and whether it lags; the overview's warning line."""
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import time_machine
+from django.urls import reverse
+
+from apps.billing import freshness, selectors, services_sources
+from apps.billing.models import BillingSource, ImportRun
+from apps.billing.services import import_run_create, import_run_execute
+
+from .conftest import focus_line, run_import, write_focus
+
+pytestmark = pytest.mark.django_db(databases=["default", "progress"])
+
+NOW = datetime(2025, 2, 5, 12, 0, tzinfo=UTC)
+
+
+def bill(path: Path, account: str, charge_start: str, charge_end: str) -> Path:
+    billing_period = (
+        {}
+        if charge_start.startswith("2025-01")
+        else {
+            "BillingPeriodStart": "2025-02-01T00:00:00Z",
+            "BillingPeriodEnd": "2025-03-01T00:00:00Z",
+        }
+    )
+    line = focus_line(
+        BillingAccountId=account,
+        ChargePeriodStart=charge_start,
+        ChargePeriodEnd=charge_end,
+        **billing_period,
+    )
+    return write_focus(path, [line])
+
+
+def load_from(source: BillingSource, path: Path) -> ImportRun:
+    run = import_run_create(paths=[str(path)], origin=ImportRun.Origin.SOURCE, source=source)
+    run = import_run_execute(import_run=run)
+    assert run.status == ImportRun.Status.SUCCEEDED, run.error
+    return run
+
+
+@pytest.fixture
+def loaded(acme, tmp_path, settings):
+    settings.BILLING_FRESHNESS_LAG_DAYS = 2
+    aws = services_sources.billing_source_create(
+        name="aws", kind=BillingSource.Kind.FOLDER, path=str(tmp_path)
+    )
+    services_sources.billing_source_create(
+        name="gcp", kind=BillingSource.Kind.FOLDER, path=str(tmp_path)
+    )
+    load_from(aws, bill(tmp_path / "a.csv", "111", "2025-01-02T10:00:00Z", "2025-01-02T11:00:00Z"))
+    load_from(aws, bill(tmp_path / "b.csv", "444", "2025-02-04T10:00:00Z", "2025-02-04T11:00:00Z"))
+    run_import(bill(tmp_path / "c.csv", "333", "2025-02-04T23:00:00Z", "2025-02-05T00:00:00Z"))
+    return aws
+
+
+def table(groups) -> list:
+    return [
+        (g.name, g.lag_days, [(a.billing_account_id, a.data_as_of, a.lagging) for a in g.accounts])
+        for g in groups
+    ]
+
+
+def test_each_source_and_account_has_its_data_as_of_and_lag(loaded):
+    with time_machine.travel(NOW, tick=False):
+        groups = freshness.freshness()
+
+    assert table(groups) == [
+        (
+            "aws",
+            2,
+            [
+                ("111", datetime(2025, 1, 2, 11, tzinfo=UTC), True),
+                ("444", datetime(2025, 2, 4, 11, tzinfo=UTC), False),
+            ],
+        ),
+        ("gcp", 2, []),
+        ("Uploads and command line", 2, [("333", datetime(2025, 2, 5, tzinfo=UTC), False)]),
+    ]
+    assert [(g.data_as_of, g.lagging) for g in groups] == [
+        (datetime(2025, 2, 4, 11, tzinfo=UTC), True),
+        (None, False),
+        (datetime(2025, 2, 5, tzinfo=UTC), False),
+    ]
+    # The same moment the spend pages show as "bill loaded up to".
+    assert freshness.overall_as_of(groups) == selectors.data_as_of()
+    assert selectors.data_as_of() == datetime(2025, 2, 5, tzinfo=UTC)
+
+
+def test_a_sources_own_lag_days_and_the_setting_for_uploads_decide_who_lags(loaded, settings):
+    loaded.freshness_lag_days = 40
+    loaded.save()
+    settings.BILLING_FRESHNESS_LAG_DAYS = 0
+
+    with time_machine.travel(NOW, tick=False):
+        warnings = freshness.lag_warnings()
+
+    assert [(w.group, w.billing_account_id, w.lag_days) for w in warnings] == [
+        ("Uploads and command line", "333", 0)
+    ]
+
+
+def test_the_overview_warns_when_an_account_lags_and_says_nothing_when_none_does(
+    loaded, staff_client
+):
+    with time_machine.travel(NOW, tick=False):
+        page = staff_client.get(reverse("home")).content.decode()
+    assert (
+        '<p class="freshness-warning" role="status"><mark>The bill lags:</mark> account '
+        "<code>111</code> (aws) has data up to 2 Jan 2025 11:00, more than 2 days ago."
+    ) in page
+
+    BillingSource.objects.filter(name="aws").update(freshness_lag_days=60)
+    with time_machine.travel(NOW, tick=False):
+        page = staff_client.get(reverse("home")).content.decode()
+    assert "freshness-warning" not in page
+    assert 'bill loaded up to <span class="data-as-of">5 Feb 2025 00:00</span>' in page

@@ -119,6 +119,13 @@ SAMPLES: dict[str, Sample] = {
     "mapping_pk": Sample(lambda other: other.host_mapping.pk),
     # GPU metric sources are the installation's, staff's to change: they belong to no team.
     "source_pk": Sample(lambda other: 1, team_scoped=False),
+    # Billing import runs are the installation's, staff's only: they belong to no team.
+    "run_pk": Sample(lambda other: 1, team_scoped=False),
+    # The allocation page's aliases, rules and re-attribution runs: staff only, the
+    # installation's.
+    "alias_pk": Sample(lambda other: 1, team_scoped=False),
+    "rule_pk": Sample(lambda other: 1, team_scoped=False),
+    "attribution_run_pk": Sample(lambda other: 1, team_scoped=False),
     # A GPU host in the API's host mappings: they belong to no team.
     "host": Sample(lambda other: "gpu-node-7", team_scoped=False),
     # Django admin's own URLs: staff only, and admin answers everybody else itself.

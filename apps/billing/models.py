@@ -269,6 +269,11 @@ class AttributionRun(models.Model):
     deliveries_total = models.PositiveIntegerField(default=0)
     deliveries_done = models.PositiveIntegerField(default=0)
     lines_changed = models.BigIntegerField(default=0)
+    moved = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The spend that changed owner: per direction (from, to), owner and currency.",
+    )
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True

@@ -49,6 +49,7 @@ from .loader import (
     rollups_rebuild,
 )
 from .models import (
+    AttributionRun,
     BillingSource,
     CostLineItem,
     DailyCost,
@@ -636,12 +637,18 @@ def delivery_drop_lines(*, delivery: Delivery) -> None:
 # -- re-attribution --------------------------------------------------------------------------
 
 
-def attribution_schedule(*, resource_ids: list[str] | None = None) -> None:
-    """Re-attribute, after the current transaction commits, the history these resources touch.
+def attribution_schedule(
+    *,
+    resource_ids: list[str] | None = None,
+    reason: str = "",
+    created_by: AbstractBaseUser | None = None,
+) -> AttributionRun | None:
+    """Re-attribute, after the current transaction commits, the history these resources touch,
+    as a tracked run (queued now; a worker claims it and writes its progress as it goes).
 
     None means all history: call it after a tag key alias or an allocation rule changes. Call it
     with the resource ids (old and new) when an experiment's or deployment's resources, or their
-    times, change.
+    times, change. Returns the run, or None when there was nothing to re-attribute.
     """
     from .tasks import attribution_refresh_task
 
@@ -649,16 +656,190 @@ def attribution_schedule(*, resource_ids: list[str] | None = None) -> None:
     if resource_ids is not None:
         ids = sorted({r.strip() for r in resource_ids if r and r.strip()})
         if not ids:
-            return
-    transaction.on_commit(lambda: attribution_refresh_task.delay(resource_ids=ids))
+            return None
+    run = AttributionRun.objects.create(
+        reason=reason[:500], resource_ids=ids, created_by=created_by
+    )
+    attribution_refresh_task.delay_on_commit(run.pk)
+    return run
+
+
+def attribution_run_execute(*, attribution_run: AttributionRun) -> AttributionRun:
+    """Claim the run (queued to running, a conditional UPDATE: a second delivery of the task
+    does nothing) and re-attribute its history; it ends succeeded, or failed with the error.
+
+    Each delivery is re-attributed in a transaction of its own, so a failure leaves the deliveries
+    done so far re-attributed and the others as they were: consistent either way.
+    """
+    run = attribution_run
+    claimed = AttributionRun.objects.filter(pk=run.pk, status=AttributionRun.Status.QUEUED).update(
+        status=AttributionRun.Status.RUNNING,
+        started_at=timezone.now(),
+        finished_at=None,
+        deliveries_total=0,
+        deliveries_done=0,
+        lines_changed=0,
+        moved=[],
+        error="",
+    )
+    run.refresh_from_db()
+    if not claimed:
+        return run
+    moves = Moves()
+    try:
+        changed = attribution_refresh(
+            resource_ids=run.resource_ids, attribution_run=run, moves=moves
+        )
+    except (OperationalError, InterfaceError):
+        # The database went away: hand the run back so that a retry of the task claims it.
+        try:
+            AttributionRun.objects.filter(pk=run.pk).update(status=AttributionRun.Status.QUEUED)
+        except DatabaseError:
+            logger.exception("attribution run %s: could not hand the run back", run.pk)
+        raise
+    except Exception as exc:
+        logger.exception("attribution run %s failed", run.pk)
+        run.refresh_from_db()
+        AttributionRun.objects.filter(pk=run.pk).update(
+            status=AttributionRun.Status.FAILED,
+            error=(
+                f"Internal error ({exc.__class__.__name__}: {exc}). The deliveries done "
+                f"({run.deliveries_done} of {run.deliveries_total}) are re-attributed; the "
+                "others are as they were."
+            ),
+            moved=moves.as_json(),
+            finished_at=timezone.now(),
+        )
+    else:
+        AttributionRun.objects.filter(pk=run.pk).update(
+            status=AttributionRun.Status.SUCCEEDED,
+            lines_changed=changed,
+            moved=moves.as_json(),
+            finished_at=timezone.now(),
+        )
+    run.refresh_from_db()
+    return run
 
 
 REFRESH_CHUNK = 20_000
+# The preview and a run's summary show the last days apart from the whole history.
+RECENT_DAYS = 30
 
 
-def attribution_refresh(*, resource_ids: list[str] | None = None) -> int:
+@dataclass
+class Moves:
+    """Spend that changes owner, both ways: `from` the owner a line had, `to` the one it gets
+    (project, experiment, deployment), per currency, with the last RECENT_DAYS apart.
+
+    A line split between several runs counts once per part, with the part's amount: the parts
+    add up exactly to the line, so both directions have the same total.
+    """
+
+    since: datetime = field(default_factory=lambda: timezone.now() - timedelta(days=RECENT_DAYS))
+    lines: int = 0
+    rows: dict[tuple, list] = field(default_factory=dict)
+
+    def add(self, direction: str, parts: pa.Table, prefix: str = "") -> None:
+        if not parts.num_rows:
+            return
+        keys = [f"{prefix}project_id", f"{prefix}experiment_id", f"{prefix}deployment_id"]
+        table = pa.table(
+            {
+                "project_id": parts[keys[0]],
+                "experiment_id": parts[keys[1]],
+                "deployment_id": parts[keys[2]],
+                "currency": parts["billing_currency"],
+                "recent": pc.greater_equal(
+                    parts["charge_period_start"],
+                    pa.scalar(self.since, parts["charge_period_start"].type),
+                ),
+                "amount": parts["effective_cost"],
+            }
+        )
+        grouped = table.group_by(
+            ["project_id", "experiment_id", "deployment_id", "currency", "recent"]
+        ).aggregate([("amount", "sum"), ([], "count_all")])
+        for item in grouped.to_pylist():
+            key = (
+                direction,
+                item["project_id"],
+                item["experiment_id"],
+                item["deployment_id"],
+                item["currency"],
+            )
+            row = self.rows.setdefault(key, [Decimal(0), Decimal(0), 0])
+            amount = item["amount_sum"] or Decimal(0)
+            row[0] += amount
+            if item["recent"]:
+                row[1] += amount
+            row[2] += item["count_all"]
+
+    def as_json(self) -> list[dict]:
+        return [
+            {
+                "direction": direction,
+                "project_id": project_id,
+                "experiment_id": experiment_id,
+                "deployment_id": deployment_id,
+                "currency": currency,
+                "amount": money_text(amount),
+                "recent": money_text(recent),
+                "lines": lines,
+            }
+            for (direction, project_id, experiment_id, deployment_id, currency), (
+                amount,
+                recent,
+                lines,
+            ) in sorted(self.rows.items(), key=lambda item: tuple(str(k) for k in item[0]))
+        ]
+
+
+class _RunProgress:
+    """A run's progress, written where a page sees it at once.
+
+    Through the `progress` connection, which commits at once, so a page can poll a run while a
+    delivery's transaction is open; the run's row is never written by this process's main
+    connection meanwhile, so the two never wait on each other. On SQLite (one writer at a time),
+    or when the caller holds a transaction of its own (the claim's row lock would block the other
+    connection), it goes through the main connection instead.
+    """
+
+    def __init__(self, run: AttributionRun | None):
+        self.run = run
+        self.alias = "default"
+        if connection.vendor == "postgresql" and not connection.in_atomic_block:
+            self.alias = "progress"
+        self._last = 0.0
+
+    def write(self, *, force: bool = False, **values) -> None:
+        if self.run is None:
+            return
+        moment = time.monotonic()
+        if not force and moment - self._last < PROGRESS_EVERY_SECONDS:
+            return
+        self._last = moment
+        rows = AttributionRun.objects.using(self.alias).filter(pk=self.run.pk)
+        if self.alias == "default":
+            rows.update(**values)
+            return
+        try:
+            rows.update(**values)
+        except Exception:  # progress is advice: never let it fail the re-attribution
+            logger.warning("attribution run %s: progress not written", self.run.pk, exc_info=True)
+
+
+def attribution_refresh(
+    *,
+    resource_ids: list[str] | None = None,
+    attribution_run: AttributionRun | None = None,
+    moves: Moves | None = None,
+) -> int:
     """Attribute again the lines of these resources (all lines when None); rebuild the rollups
-    of the days that changed. Returns how many source lines changed owner."""
+    of the days that changed. Returns how many source lines changed owner.
+
+    With a run, its progress (deliveries done of those in scope, lines changed so far) is written
+    as it goes; `moves` collects the spend that changed owner."""
+    progress = _RunProgress(attribution_run)
     attributor = Attributor.load()
     keys = None
     if resource_ids is None:
@@ -677,32 +858,86 @@ def attribution_refresh(*, resource_ids: list[str] | None = None) -> int:
             .annotate(first=Min("day"), last=Max("day"))
             .order_by("delivery_id")
         ]
+    progress.write(deliveries_total=len(scopes), force=True)
     changed = 0
-    for delivery_id, first, last in scopes:
+    for done, (delivery_id, first, last) in enumerate(scopes, start=1):
         with transaction.atomic():
             # Wait for (and then skip) an import replacing this delivery meanwhile.
             if (
-                not Delivery.objects.select_for_update()
+                Delivery.objects.select_for_update()
                 .filter(pk=delivery_id, status=Delivery.Status.CURRENT)
                 .exists()
             ):
-                continue
-            start = _day_start(first)
-            end = _day_start(last) + timedelta(days=1)
-            days: set = set()
-            delivery = Delivery.objects.get(pk=delivery_id)
-            for chunk in _line_chunks(delivery, start, end, keys):
-                changed += _reattribute(chunk, attributor, days)
-            # Parts written again have new ids: the delivery's range must cover them.
-            Delivery.objects.filter(pk=delivery_id).update(last_line_id=_last_line_id())
-            if days:
-                rollups_rebuild(
-                    delivery_id=delivery_id,
-                    start=_day_start(min(days)),
-                    end=_day_start(max(days)) + timedelta(days=1),
+                changed += _refresh_delivery(
+                    delivery_id, first, last, keys, attributor, moves, progress, changed
                 )
-                monthly_rebuild(delivery_id=delivery_id)
+        progress.write(deliveries_done=done, lines_changed=changed, force=True)
     return changed
+
+
+def _refresh_delivery(
+    delivery_id: int,
+    first,
+    last,
+    keys: list[str] | None,
+    attributor: Attributor,
+    moves: Moves | None,
+    progress: _RunProgress,
+    changed_before: int,
+) -> int:
+    start = _day_start(first)
+    end = _day_start(last) + timedelta(days=1)
+    days: set = set()
+    changed = 0
+    delivery = Delivery.objects.get(pk=delivery_id)
+    for chunk in _line_chunks(delivery, start, end, keys):
+        changed += _reattribute(chunk, attributor, days, moves)
+        progress.write(lines_changed=changed_before + changed)
+    # Parts written again have new ids: the delivery's range must cover them.
+    Delivery.objects.filter(pk=delivery_id).update(last_line_id=_last_line_id())
+    if days:
+        rollups_rebuild(
+            delivery_id=delivery_id,
+            start=_day_start(min(days)),
+            end=_day_start(max(days)) + timedelta(days=1),
+        )
+        monthly_rebuild(delivery_id=delivery_id)
+    return changed
+
+
+# What a dry run reads of each line: what attribution looks at, the money, the attribution.
+DRY_RUN_COLUMNS = [
+    "id",
+    "delivery_id",
+    "source_row",
+    "billing_account_id",
+    "sub_account_id",
+    "service_name",
+    "resource_id",
+    "charge_period_start",
+    "charge_period_end",
+    "billing_currency",
+    "cost_kind",
+    "tags",
+    *SPLIT_COLUMNS,
+    *ATTRIBUTION_COLUMNS,
+]
+
+
+def attribution_dry_run(*, attributor: Attributor, narrow=None) -> Moves:
+    """What re-attributing all history with these facts would move, without writing anything.
+
+    It runs the same code as attribution_refresh on the same lines, so it is exact; `narrow`
+    (a function of a line queryset) may leave out lines the change cannot touch.
+    """
+    moves = Moves()
+    deliveries = Delivery.objects.filter(status=Delivery.Status.CURRENT).exclude(
+        first_charge_period_start=None
+    )
+    for delivery in deliveries.order_by("pk"):
+        for chunk in _line_chunks(delivery, None, None, None, narrow=narrow, names=DRY_RUN_COLUMNS):
+            _record_moves(_diff(chunk, attributor), moves)
+    return moves
 
 
 def _day_start(moment) -> datetime:
@@ -726,16 +961,26 @@ def _arrow_types() -> dict[str, pa.DataType]:
     return types
 
 
-def _line_chunks(delivery: Delivery, start: datetime, end: datetime, keys: list[str] | None):
-    """The delivery's lines in the window as Arrow tables, in id order, every part of a source
-    row in the same chunk (a shared line's parts have adjacent ids)."""
+def _line_chunks(
+    delivery: Delivery,
+    start: datetime | None,
+    end: datetime | None,
+    keys: list[str] | None,
+    *,
+    narrow=None,
+    names: list[str] | None = None,
+):
+    """The delivery's lines in the window (all when None) as Arrow tables, in id order, every
+    part of a source row in the same chunk (a shared line's parts have adjacent ids)."""
     types = _arrow_types()
-    names = ["id", *LINE_COLUMNS]
-    lines = CostLineItem.objects.of_delivery(delivery).filter(
-        charge_period_start__gte=start, charge_period_start__lt=end
-    )
+    names = names or ["id", *LINE_COLUMNS]
+    lines = CostLineItem.objects.of_delivery(delivery)
+    if start is not None:
+        lines = lines.filter(charge_period_start__gte=start, charge_period_start__lt=end)
     if keys is not None:
         lines = lines.annotate(key=Lower("resource_id")).filter(key__in=keys)
+    if narrow is not None:
+        lines = narrow(lines)
     row_at = names.index("source_row")
     after = None
     while True:
@@ -759,25 +1004,82 @@ def _line_chunks(delivery: Delivery, start: datetime, end: datetime, keys: list[
             return
 
 
-def _reattribute(lines: pa.Table, attributor: Attributor, days: set) -> int:
-    """Attribute one chunk again and write what changed; returns the source lines changed."""
-    old = {name: f"old_{name}" for name in ATTRIBUTION_COLUMNS}
-    lines = lines.rename_columns([old.get(n, n) for n in lines.column_names])
+@dataclass
+class _Diff:
+    """One chunk attributed again: what to update in place, what to write again as new parts."""
+
+    old: pa.Table  # the chunk as stored, its attribution columns renamed old_*
+    fresh: pa.Table  # attributed again (a shared line as its parts)
+    update: pa.Table  # whole lines whose attribution changed
+    rewrite_rows: set[int]  # source rows whose parts change (split, merged or split anew)
+
+    @property
+    def changed_rows(self) -> set[int]:
+        return {*self.update["source_row"].to_pylist(), *self.rewrite_rows}
+
+
+OLD = {name: f"old_{name}" for name in ATTRIBUTION_COLUMNS}
+
+
+def _diff(lines: pa.Table, attributor: Attributor) -> _Diff:
+    lines = lines.rename_columns([OLD.get(n, n) for n in lines.column_names])
     parts = _counts(lines["source_row"])
     merged = _merge_parts(lines, {row for row, count in parts.items() if count > 1})
     fresh = attributor.attribute(merged)
     new_parts = _counts(fresh["source_row"])
     same = pa.array([True] * fresh.num_rows, pa.bool_())
     for name in ATTRIBUTION_COLUMNS:
-        equal = pc.equal(fresh[name], fresh[old[name]])
-        both_null = pc.and_(pc.is_null(fresh[name]), pc.is_null(fresh[old[name]]))
+        equal = pc.equal(fresh[name], fresh[OLD[name]])
+        both_null = pc.and_(pc.is_null(fresh[name]), pc.is_null(fresh[OLD[name]]))
         same = pc.and_(same, pc.or_(pc.fill_null(equal, False), both_null))
-    rewrite_rows = {row for row, n in parts.items() if n > 1} | {
+    multi = {row for row, n in parts.items() if n > 1} | {
         row for row, n in new_parts.items() if n > 1
     }
-    rewrite = pc.is_in(fresh["source_row"], value_set=pa.array(sorted(rewrite_rows), pa.int64()))
-    update = fresh.filter(pc.and_(pc.invert(rewrite), pc.invert(same)))
-    rewritten = fresh.filter(rewrite)
+    multi_set = pa.array(sorted(multi), pa.int64())
+    rewrite_rows = multi
+    if multi:
+        # A line shared as before, by the same owners in the same shares, stays as it is.
+        before = _part_signatures(
+            lines.filter(pc.is_in(lines["source_row"], value_set=multi_set)), "old_"
+        )
+        after = _part_signatures(
+            fresh.filter(pc.is_in(fresh["source_row"], value_set=multi_set)), ""
+        )
+        rewrite_rows = {row for row in multi if before.get(row) != after.get(row)}
+    in_multi = pc.is_in(fresh["source_row"], value_set=multi_set)
+    update = fresh.filter(pc.and_(pc.invert(in_multi), pc.invert(same)))
+    return _Diff(old=lines, fresh=fresh, update=update, rewrite_rows=rewrite_rows)
+
+
+def _part_signatures(parts: pa.Table, prefix: str) -> dict[int, list]:
+    names = [prefix + name for name in ATTRIBUTION_COLUMNS]
+    out: dict[int, list] = {}
+    for item in parts.select(["source_row", *names, *SPLIT_COLUMNS]).to_pylist():
+        signature = tuple(str(item[n]) for n in (*names, *SPLIT_COLUMNS))
+        out.setdefault(item["source_row"], []).append(signature)
+    return {row: sorted(signatures) for row, signatures in out.items()}
+
+
+def _record_moves(diff: _Diff, moves: Moves | None) -> int:
+    """Add the chunk's changed lines to `moves`; returns how many source lines changed."""
+    changed = diff.changed_rows
+    if moves is not None and changed:
+        wanted = pa.array(sorted(changed), pa.int64())
+        moves.add(
+            "from", diff.old.filter(pc.is_in(diff.old["source_row"], value_set=wanted)), "old_"
+        )
+        moves.add("to", diff.fresh.filter(pc.is_in(diff.fresh["source_row"], value_set=wanted)))
+        moves.lines += len(changed)
+    return len(changed)
+
+
+def _reattribute(
+    lines: pa.Table, attributor: Attributor, days: set, moves: Moves | None = None
+) -> int:
+    """Attribute one chunk again and write what changed; returns the source lines changed."""
+    diff = _diff(lines, attributor)
+    update = diff.update
+    rewrite_rows = diff.rewrite_rows
     if update.num_rows:
         values = update.select(
             ["project_id", "experiment_id", "deployment_id", "workload", "attributed_by", "id"]
@@ -789,16 +1091,18 @@ def _reattribute(lines: pa.Table, attributor: Attributor, days: set) -> int:
                 [tuple(v.values()) for v in values],
             )
         days.update(line_days(update).to_pylist())
-    if rewritten.num_rows:
-        old_parts = lines.filter(
-            pc.is_in(lines["source_row"], value_set=pa.array(sorted(rewrite_rows), pa.int64()))
-        )["id"].to_pylist()
+    if rewrite_rows:
+        wanted = pa.array(sorted(rewrite_rows), pa.int64())
+        rewritten = diff.fresh.filter(pc.is_in(diff.fresh["source_row"], value_set=wanted))
+        old_parts = diff.old.filter(pc.is_in(diff.old["source_row"], value_set=wanted))[
+            "id"
+        ].to_pylist()
         CostLineItem.objects.filter(id__in=old_parts).delete()
         sink = LineSink.for_connection()
         sink.write(rewritten)
         sink.pause()
         days.update(line_days(rewritten).to_pylist())
-    return len({*update["source_row"].to_pylist(), *rewrite_rows})
+    return _record_moves(diff, moves)
 
 
 def _merge_parts(lines: pa.Table, rows: set[int]) -> pa.Table:

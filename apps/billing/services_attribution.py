@@ -122,5 +122,9 @@ def unattributed_claim(
         deployment=deployment,
         created_by=created_by,
     )
-    attribution_schedule(resource_ids=[resource_id] if resource_id else None)
+    attribution_schedule(
+        resource_ids=[resource_id] if resource_id else None,
+        reason=f"Unattributed spend of “{rule_pattern}” claimed for {target}",
+        created_by=created_by,
+    )
     return Claim(rule=rule, resources=moved["resources"], amounts=moved["amounts"])

@@ -4,7 +4,7 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from . import services
-from .models import ImportRun
+from .models import AttributionRun, ImportRun
 
 
 @shared_task(
@@ -28,6 +28,75 @@ def import_run_execute_task(import_run_id: int) -> str:
     retry_backoff=True,
     max_retries=5,
 )
-def attribution_refresh_task(resource_ids: list[str] | None = None) -> int:
-    """Attribute again the history these resource ids touch (all of it when None)."""
-    return services.attribution_refresh(resource_ids=resource_ids)
+def attribution_refresh_task(attribution_run_id: int) -> str:
+    """Run a re-attribution. A lost database connection retries (the run is handed back as
+    queued); a second delivery of the message finds the run claimed and does nothing."""
+    attribution_run = AttributionRun.objects.filter(pk=attribution_run_id).first()
+    if attribution_run is None:
+        return "missing"
+    return services.attribution_run_execute(attribution_run=attribution_run).status
+
+
+# -- billing sources -------------------------------------------------------------------------
+# (Imports inside the tasks keep this section self-contained at the end of the module.)
+
+SOURCE_POLL_MAX_RETRIES = 4
+
+
+@shared_task
+def billing_sources_poll_due() -> list[int]:
+    """Beat's tick (schedules.py): enqueue a poll for every billing source that is due."""
+    from . import services_sources
+
+    source_ids = services_sources.billing_sources_claim_due()
+    for source_id in source_ids:
+        billing_source_poll_task.delay(source_id)
+    return source_ids
+
+
+@shared_task(bind=True, max_retries=SOURCE_POLL_MAX_RETRIES)
+def billing_source_poll_task(
+    self,
+    source_id: int,
+    period_start: str | None = None,
+    period_end: str | None = None,
+    requested_by_id: int | None = None,
+    manual: bool = False,
+) -> int:
+    """Poll one source (a re-run when given a period, as ISO dates); the runs it starts.
+
+    A scheduled poll skips a paused source; "Poll now" and a re-run (`manual`) are an operator's
+    explicit ask and go ahead. When the source is down the poll retries with a doubling delay:
+    the source already shows the error by then, and its next scheduled poll waits past the
+    retries.
+    """
+    from datetime import date
+
+    from django.contrib.auth import get_user_model
+
+    from . import services_sources
+    from .models import BillingSource
+    from .sources import SourceUnavailable
+
+    sources = BillingSource.objects.filter(pk=source_id)
+    source = (sources if manual else sources.filter(is_paused=False)).first()
+    if source is None:
+        return 0
+    requested_by = get_user_model().objects.filter(pk=requested_by_id).first()
+    try:
+        poll = services_sources.billing_source_poll(
+            source=source,
+            period_start=date.fromisoformat(period_start) if period_start else None,
+            period_end=date.fromisoformat(period_end) if period_end else None,
+            requested_by=requested_by if requested_by_id else None,
+        )
+    except SourceUnavailable as exc:
+        if self.request.is_eager:
+            # Run in process (the demo, "Poll now" without a worker): there is no later to
+            # retry at; the source and its poll already show the error.
+            return 0
+        raise self.retry(
+            exc=exc,
+            countdown=services_sources.retry_delay(failures=source.consecutive_failures),
+        ) from exc
+    return poll.runs_started

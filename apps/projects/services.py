@@ -3,11 +3,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from apps.accounts.models import Team
+from apps.billing.models import AttributionRun
+from apps.billing.services import attribution_schedule
+from apps.deployments.models import Deployment
+from apps.experiments.models import Experiment
 
-from .models import Project
+from .models import AllocationRule, Project, TagKeyAlias
 
 
 @transaction.atomic
@@ -117,3 +122,122 @@ def resource_windows_replace(*, uses, windows: Iterable[ResourceWindow]) -> set[
             ]
         )
     return {use.resource_id for use in stale + moved} | {window.resource_id for window in new}
+
+
+# -- tag key aliases and allocation rules -----------------------------------------------------
+# Both decide who owns past spend: every change re-attributes the whole history, in a tracked
+# run (apps.billing.models.AttributionRun) that starts once the change commits.
+
+
+@dataclass(frozen=True)
+class Reattributed:
+    """A saved (or deleted) alias or rule and the re-attribution it scheduled."""
+
+    subject: TagKeyAlias | AllocationRule
+    run: AttributionRun
+
+
+def _check_owner(
+    *, project: Project, experiment: Experiment | None, deployment: Deployment | None
+) -> None:
+    if experiment is not None and deployment is not None:
+        raise ValueError("A rule gives spend to an experiment or a deployment, not both.")
+    for owner in (experiment, deployment):
+        if owner is not None and owner.project_id != project.pk:
+            raise ValueError(f"“{owner}” is not in the project “{project}”.")
+
+
+def _reattribute(*, reason: str, created_by: AbstractBaseUser | None) -> AttributionRun:
+    run = attribution_schedule(reason=reason, created_by=created_by)
+    assert run is not None  # all history: always a run
+    return run
+
+
+@transaction.atomic
+def tag_key_alias_create(
+    *, dimension: str, key: str, created_by: AbstractBaseUser | None = None
+) -> Reattributed:
+    alias = TagKeyAlias.objects.create(dimension=dimension, key=key.strip())
+    reason = f"Tag key alias “{alias.key}” for the {alias.dimension} added"
+    return Reattributed(alias, _reattribute(reason=reason, created_by=created_by))
+
+
+@transaction.atomic
+def tag_key_alias_update(
+    *, alias: TagKeyAlias, dimension: str, key: str, created_by: AbstractBaseUser | None = None
+) -> Reattributed:
+    alias.dimension = dimension
+    alias.key = key.strip()
+    alias.save(update_fields=["dimension", "key"])
+    reason = f"Tag key alias “{alias.key}” for the {alias.dimension} changed"
+    return Reattributed(alias, _reattribute(reason=reason, created_by=created_by))
+
+
+@transaction.atomic
+def tag_key_alias_delete(
+    *, alias: TagKeyAlias, created_by: AbstractBaseUser | None = None
+) -> Reattributed:
+    reason = f"Tag key alias “{alias.key}” for the {alias.dimension} deleted"
+    alias.delete()
+    return Reattributed(alias, _reattribute(reason=reason, created_by=created_by))
+
+
+@transaction.atomic
+def allocation_rule_create(
+    *,
+    name: str,
+    field: str,
+    pattern: str,
+    priority: int,
+    project: Project,
+    experiment: Experiment | None = None,
+    deployment: Deployment | None = None,
+    workload: str = "",
+    created_by: AbstractBaseUser | None = None,
+) -> Reattributed:
+    _check_owner(project=project, experiment=experiment, deployment=deployment)
+    rule = AllocationRule.objects.create(
+        name=name,
+        field=field,
+        pattern=pattern,
+        priority=priority,
+        project=project,
+        experiment=experiment,
+        deployment=deployment,
+        workload=workload,
+        created_by=created_by,
+    )
+    reason = f"Allocation rule “{rule.name}” added"
+    return Reattributed(rule, _reattribute(reason=reason, created_by=created_by))
+
+
+@transaction.atomic
+def allocation_rule_update(
+    *,
+    rule: AllocationRule,
+    name: str,
+    field: str,
+    pattern: str,
+    priority: int,
+    project: Project,
+    experiment: Experiment | None = None,
+    deployment: Deployment | None = None,
+    workload: str = "",
+    created_by: AbstractBaseUser | None = None,
+) -> Reattributed:
+    _check_owner(project=project, experiment=experiment, deployment=deployment)
+    rule.name, rule.field, rule.pattern, rule.priority = name, field, pattern, priority
+    rule.project, rule.experiment, rule.deployment = project, experiment, deployment
+    rule.workload = workload
+    rule.save()
+    reason = f"Allocation rule “{rule.name}” changed"
+    return Reattributed(rule, _reattribute(reason=reason, created_by=created_by))
+
+
+@transaction.atomic
+def allocation_rule_delete(
+    *, rule: AllocationRule, created_by: AbstractBaseUser | None = None
+) -> Reattributed:
+    reason = f"Allocation rule “{rule.name}” deleted"
+    rule.delete()
+    return Reattributed(rule, _reattribute(reason=reason, created_by=created_by))

@@ -32,6 +32,7 @@ class Migration(migrations.Migration):
                 ('deliveries_total', models.PositiveIntegerField(default=0)),
                 ('deliveries_done', models.PositiveIntegerField(default=0)),
                 ('lines_changed', models.BigIntegerField(default=0)),
+                ('moved', models.JSONField(blank=True, default=list, help_text='The spend that changed owner: per direction (from, to), owner and currency.')),
                 ('error', models.TextField(blank=True)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('started_at', models.DateTimeField(blank=True, null=True)),

@@ -1,0 +1,372 @@
+"""The allocation page's preview is exact: what it says a rule or an alias change would move,
+from whom and to whom, is what saving the change then moves, Decimal for Decimal.
+
+Every case previews an unsaved change, saves it through the projects' services (which schedule
+the tracked re-attribution), runs that re-attribution, and compares three figures: the preview,
+what the run recorded as moved, and the spend per project before and after in the rollups.
+"""
+
+from collections import defaultdict
+from decimal import Decimal
+
+import pytest
+import time_machine
+
+from apps.billing.models import AttributionRun, CostLineItem
+from apps.billing.selectors import spend_totals
+from apps.billing.selectors_allocation import Movement, attribution_run_movement
+from apps.billing.services import attribution_run_execute
+from apps.billing.services_allocation import (
+    allocation_rule_delete_preview,
+    allocation_rule_preview,
+    tag_key_alias_preview,
+)
+from apps.projects import services as project_services
+from apps.projects.models import AllocationRule, TagKeyAlias
+
+from .conftest import focus_line, run_import, when, write_focus
+
+pytestmark = pytest.mark.django_db(databases=["default", "progress"])
+
+# 20 February 2025: the last 30 days start on 21 January.
+TODAY = when("2025-02-20T12:00:00")
+
+
+@pytest.fixture(autouse=True)
+def today():
+    with time_machine.travel(TODAY, tick=False):
+        yield
+
+
+@pytest.fixture
+def history(acme, tmp_path):
+    """An existing rule gives sub-account 555555555555 to Language; the rest is tagged, or
+    nobody's.
+
+    row  resource    sub-account   service       tags                 cost
+    2    i-tagged    222222222222  EC2           team-project=vision  6.00
+    3    vol-data-1  222222222222  EBS                                1.000000000000001
+    4    vol-data-2  222222222222  EBS (25 Jan)                       2.50
+    5    nat-1       555555555555  EBS                                0.40
+    6    nat-2       555555555555  VPC                                0.35
+    7    i-other     222222222222  EC2, in EUR                        3.00
+    """
+    AllocationRule.objects.create(
+        name="network account",
+        field="sub_account_id",
+        pattern="5555*",
+        priority=100,
+        project=acme.nlp,
+        workload="network",
+    )
+    ebs = "Amazon Elastic Block Store"
+    run = run_import(
+        write_focus(
+            tmp_path / "january.csv",
+            [
+                focus_line(
+                    ResourceId="i-tagged",
+                    Tags='{"team-project": "vision"}',
+                    EffectiveCost="6.00",
+                    BilledCost="6.00",
+                ),
+                focus_line(
+                    ResourceId="vol-data-1",
+                    ServiceName=ebs,
+                    EffectiveCost="1.000000000000001",
+                    BilledCost="1.000000000000001",
+                ),
+                focus_line(
+                    ResourceId="vol-data-2",
+                    ServiceName=ebs,
+                    ChargePeriodStart="2025-01-25T00:00:00Z",
+                    ChargePeriodEnd="2025-01-25T01:00:00Z",
+                    EffectiveCost="2.50",
+                    BilledCost="2.50",
+                ),
+                focus_line(
+                    ResourceId="nat-1",
+                    SubAccountId="555555555555",
+                    ServiceName=ebs,
+                    EffectiveCost="0.40",
+                    BilledCost="0.40",
+                ),
+                focus_line(
+                    ResourceId="nat-2",
+                    SubAccountId="555555555555",
+                    ServiceName="Amazon Virtual Private Cloud",
+                    EffectiveCost="0.35",
+                    BilledCost="0.35",
+                ),
+                focus_line(
+                    ResourceId="i-other",
+                    BillingCurrency="EUR",
+                    EffectiveCost="3.00",
+                    BilledCost="3.00",
+                ),
+            ],
+        )
+    )
+    assert run.status == "succeeded", run.error
+    return acme
+
+
+def by_project() -> dict:
+    return {
+        (t.key[0], t.key[1]): t.effective_cost
+        for t in spend_totals(by=("project_id", "billing_currency"))
+    }
+
+
+def figures(movement: Movement) -> dict:
+    out = {"from": {}, "to": {}}
+    for direction, shares in (("from", movement.sources), ("to", movement.targets)):
+        for share in shares:
+            out[direction][(share.label, share.currency)] = (
+                share.amount,
+                share.recent,
+                share.lines,
+            )
+    return out
+
+
+def deltas(before: dict, after: dict) -> dict:
+    changed = defaultdict(Decimal)
+    for key in {*before, *after}:
+        delta = after.get(key, Decimal(0)) - before.get(key, Decimal(0))
+        if delta:
+            changed[key] = delta
+    return dict(changed)
+
+
+def preview_deltas(movement: Movement, projects: dict) -> dict:
+    changed = defaultdict(Decimal)
+    for sign, shares in ((-1, movement.sources), (1, movement.targets)):
+        for share in shares:
+            key = (share.project.pk if share.project else None, share.currency)
+            changed[key] += sign * share.amount
+    return {key: amount for key, amount in changed.items() if amount}
+
+
+def save_and_run(save, django_capture_on_commit_callbacks) -> AttributionRun:
+    with django_capture_on_commit_callbacks(execute=False):
+        saved = save()
+    run = saved.run
+    assert run.status == AttributionRun.Status.QUEUED
+    return attribution_run_execute(attribution_run=run)
+
+
+def test_a_rule_that_claims_only_unattributed_spend(history, django_capture_on_commit_callbacks):
+    rule = AllocationRule(
+        name="volumes",
+        field="service_name",
+        pattern="amazon elastic block*",
+        priority=100,
+        project=history.search,
+        workload="storage",
+    )
+    before = by_project()
+
+    preview = allocation_rule_preview(rule=rule)
+
+    # nat-1 is EBS too, but the existing rule (older, same priority) keeps it.
+    assert figures(preview) == {
+        "from": {("Unattributed", "USD"): (Decimal("3.500000000000001"), Decimal("2.50"), 2)},
+        "to": {("Search", "USD"): (Decimal("3.500000000000001"), Decimal("2.50"), 2)},
+    }
+    assert preview.totals == {"USD": Decimal("3.500000000000001")}
+    assert preview.recent_totals == {"USD": Decimal("2.50")}
+    assert preview.lines == 2
+    assert not AllocationRule.objects.filter(name="volumes").exists()  # nothing saved
+
+    run = save_and_run(
+        lambda: project_services.allocation_rule_create(
+            name="volumes",
+            field="service_name",
+            pattern="amazon elastic block*",
+            priority=100,
+            project=history.search,
+            workload="storage",
+        ),
+        django_capture_on_commit_callbacks,
+    )
+
+    assert run.status == AttributionRun.Status.SUCCEEDED
+    assert run.lines_changed == 2
+    assert figures(attribution_run_movement(run=run)) == figures(preview)
+    assert (
+        deltas(before, by_project())
+        == preview_deltas(preview, {})
+        == {
+            (None, "USD"): Decimal("-3.500000000000001"),
+            (history.search.pk, "USD"): Decimal("3.500000000000001"),
+        }
+    )
+
+
+def test_a_rule_of_higher_priority_takes_spend_from_the_rule_that_had_it(
+    history, django_capture_on_commit_callbacks
+):
+    values = {
+        "name": "NAT gateways",
+        "field": "resource_id",
+        "pattern": "NAT-*",
+        "priority": 10,
+        "project": history.vision,
+        "experiment": history.resnet,
+    }
+    before = by_project()
+
+    preview = allocation_rule_preview(rule=AllocationRule(**values))
+
+    assert figures(preview) == {
+        "from": {("Language", "USD"): (Decimal("0.75"), Decimal("0"), 2)},
+        "to": {("Vision · experiment resnet-baseline", "USD"): (Decimal("0.75"), Decimal("0"), 2)},
+    }
+
+    run = save_and_run(
+        lambda: project_services.allocation_rule_create(**values),
+        django_capture_on_commit_callbacks,
+    )
+
+    assert figures(attribution_run_movement(run=run)) == figures(preview)
+    assert deltas(before, by_project()) == preview_deltas(preview, {})
+    line = CostLineItem.objects.get(resource_id="nat-2")
+    assert (line.project_id, line.experiment_id, line.workload, line.attributed_by) == (
+        history.vision.pk,
+        history.resnet.pk,
+        "training",
+        "rule",
+    )
+
+
+def test_a_rule_changed_and_deleted_gives_back_what_it_had(
+    history, django_capture_on_commit_callbacks
+):
+    rule = AllocationRule.objects.get(name="network account")
+    changed = AllocationRule.objects.get(pk=rule.pk)
+    changed.pattern = "*"
+    changed.field = "resource_id"
+    before = by_project()
+
+    preview = allocation_rule_preview(rule=changed, original=rule)
+
+    # Everything untagged moves to Language, in both currencies; the tagged line stays nobody's
+    # (no alias reads team-project yet) but is reached by the rule too.
+    assert figures(preview)["from"] == {
+        ("Unattributed", "EUR"): (Decimal("3.00"), Decimal("0"), 1),
+        ("Unattributed", "USD"): (Decimal("9.500000000000001"), Decimal("2.50"), 3),
+    }
+    run = save_and_run(
+        lambda: project_services.allocation_rule_update(
+            rule=rule,
+            name=rule.name,
+            field="resource_id",
+            pattern="*",
+            priority=rule.priority,
+            project=rule.project,
+            workload=rule.workload,
+        ),
+        django_capture_on_commit_callbacks,
+    )
+    assert figures(attribution_run_movement(run=run)) == figures(preview)
+    assert deltas(before, by_project()) == preview_deltas(preview, {})
+
+    rule.refresh_from_db()
+    before = by_project()
+    preview = allocation_rule_delete_preview(rule=rule)
+    assert figures(preview)["to"] == {
+        ("Unattributed", "EUR"): (Decimal("3.00"), Decimal("0"), 1),
+        ("Unattributed", "USD"): (Decimal("10.250000000000001"), Decimal("2.50"), 5),
+    }
+    run = save_and_run(
+        lambda: project_services.allocation_rule_delete(rule=rule),
+        django_capture_on_commit_callbacks,
+    )
+    assert figures(attribution_run_movement(run=run)) == figures(preview)
+    assert deltas(before, by_project()) == preview_deltas(preview, {})
+
+
+def test_a_pattern_that_matches_nothing_moves_nothing(history):
+    preview = allocation_rule_preview(
+        rule=AllocationRule(
+            name="nothing",
+            field="resource_id",
+            pattern="arn:aws:s3:::nobody-*",
+            project=history.nlp,
+        )
+    )
+
+    assert preview.is_empty
+    assert preview.lines == 0
+    assert preview.totals == {}
+
+
+def test_a_rule_never_takes_spend_that_tags_reached(history):
+    TagKeyAlias.objects.create(dimension="project", key="team-project")
+    history_line = CostLineItem.objects.get(resource_id="i-tagged")
+    history_line.project_id, history_line.attributed_by = history.vision.pk, "tag"
+    history_line.save()
+
+    preview = allocation_rule_preview(
+        rule=AllocationRule(
+            name="instances", field="resource_id", pattern="i-tagged", project=history.nlp
+        )
+    )
+
+    assert preview.is_empty
+
+
+def test_a_new_alias_moves_the_spend_its_key_tags(history, django_capture_on_commit_callbacks):
+    before = by_project()
+
+    preview = tag_key_alias_preview(alias=TagKeyAlias(dimension="project", key=" Team-Project "))
+
+    assert figures(preview) == {
+        "from": {("Unattributed", "USD"): (Decimal("6.00"), Decimal("0"), 1)},
+        "to": {("Vision", "USD"): (Decimal("6.00"), Decimal("0"), 1)},
+    }
+    run = save_and_run(
+        lambda: project_services.tag_key_alias_create(dimension="project", key=" Team-Project "),
+        django_capture_on_commit_callbacks,
+    )
+    assert run.reason == "Tag key alias “Team-Project” for the project added"
+    assert figures(attribution_run_movement(run=run)) == figures(preview)
+    assert deltas(before, by_project()) == preview_deltas(preview, {})
+
+
+def test_an_alias_changed_to_another_dimension_moves_its_spend_back(
+    history, django_capture_on_commit_callbacks
+):
+    saved = project_services.tag_key_alias_create(dimension="project", key="team-project")
+    attribution_run_execute(attribution_run=saved.run)
+    alias = saved.subject
+    changed = TagKeyAlias.objects.get(pk=alias.pk)
+    changed.dimension = "experiment"  # "vision" names no experiment
+    before = by_project()
+
+    preview = tag_key_alias_preview(alias=changed, original=alias)
+
+    assert figures(preview) == {
+        "from": {("Vision", "USD"): (Decimal("6.00"), Decimal("0"), 1)},
+        "to": {("Unattributed", "USD"): (Decimal("6.00"), Decimal("0"), 1)},
+    }
+    run = save_and_run(
+        lambda: project_services.tag_key_alias_update(
+            alias=alias, dimension="experiment", key="team-project"
+        ),
+        django_capture_on_commit_callbacks,
+    )
+    assert figures(attribution_run_movement(run=run)) == figures(preview)
+    assert deltas(before, by_project()) == preview_deltas(preview, {})
+
+
+def test_a_change_that_reaches_too_many_lines_is_not_previewed(history, monkeypatch):
+    monkeypatch.setattr("apps.billing.services_allocation.PREVIEW_MAX_LINES", 2)
+
+    preview = allocation_rule_preview(
+        rule=AllocationRule(name="all", field="resource_id", pattern="*", project=history.nlp)
+    )
+
+    # All six lines are the rules' (the tagged one too: no alias reads team-project yet).
+    assert (preview.too_many_lines, preview.lines, preview.is_empty) == (6, 0, False)

@@ -496,6 +496,7 @@ class _Importer:
         seconds: float,
     ) -> None:
         """Each loading delivery becomes current (replacing the old one) or is dropped as seen."""
+        _lock_periods(sorted(tallies))
         settled = []
         for (account, period_start), tally in tallies.items():
             fingerprint = hashlib.sha256(
@@ -599,6 +600,23 @@ class _Importer:
             )
         except Exception:  # progress is advice: never let it fail the import
             logger.warning("import run %s: progress not written", self.run_row.pk, exc_info=True)
+
+
+def _lock_periods(keys: list[tuple[str, datetime]]) -> None:
+    """Settle one billing account's period at a time: an import that reaches this point while
+    another holds the period waits for it to commit, then sees its delivery (the same content:
+    unchanged; other content: replaced), as if the two had run one after the other. Without it,
+    two polls' runs for one month in two workers both try to become current and one fails.
+    Locks are taken in order, so two runs never wait on each other; they end with the
+    transaction."""
+    if connection.vendor != "postgresql":
+        return  # SQLite lets one writer in at a time anyway.
+    with connection.cursor() as cursor:
+        for account, period_start in keys:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                [f"billing-delivery|{account}|{period_start.isoformat()}"],
+            )
 
 
 def _by_id(tallies: dict, delivery_id: int) -> _DeliveryTally:

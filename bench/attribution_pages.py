@@ -80,6 +80,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "attribution")
     parser.add_argument("--label", default="")
+    parser.add_argument(
+        "--only", default="", help="Measure only the pages whose name contains this text."
+    )
     args = parser.parse_args()
 
     import django
@@ -132,6 +135,7 @@ def main() -> None:
         staff_client, lead_client = Client(), Client()
         staff_client.force_login(staff)
         lead_client.force_login(lead)
+        pages = [page for page in pages if page is pages[0] or args.only in page[0]]
         for name, url, has_partial in pages:
             client = lead_client if "lead" in name else staff_client
             variants = [("full", None)] + ([("htmx partial", HTMX)] if has_partial else [])

@@ -668,8 +668,8 @@ class SpendChanges:
 def spend_changes(
     *, scope: SpendScope, period: Period, names_for: int | None = 10, models: bool = True
 ) -> SpendChanges:
-    """One grouped pass over the period and the one before it, by project and owner; models and
-    names are looked up after, for the owners with spend and for what a page shows.
+    """One grouped pass over the period and the one before it, by project, owner and the owner's
+    model; names are looked up after, for what a page shows.
 
     (Four queries, one per table of the overview, cost 3.5 times as much on the benchmark's
     year: each scanned the rollup and joined runs, deployments, models and projects.)
@@ -689,14 +689,29 @@ def spend_changes(
         scope.q() & Q(billing_currency=scope.currency),
         Period(previous.start, period.end) if previous else period,
         lambda rows: (
-            rows.values("project_id", "experiment_id", "deployment_id").annotate(**sums).order_by()
+            rows.values(
+                "project_id",
+                "experiment_id",
+                "deployment_id",
+                "experiment__model_id",
+                "deployment__model_id",
+            )
+            .annotate(**sums)
+            .order_by()
         ),
         cuts=(period.start,) if previous else (),
     )
     by_project: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
     by_experiment: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
     by_deployment: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
+    # Which model each run produced and each deployment serves comes joined in the same query:
+    # over the monthly rows that is cheaper than looking up thousands of owners by id after.
+    owner_models: dict[tuple[str, int], int] = {}
     for row in grouped:
+        if row["experiment__model_id"] is not None:
+            owner_models[("experiment", row["experiment_id"])] = row["experiment__model_id"]
+        if row["deployment__model_id"] is not None:
+            owner_models[("deployment", row["deployment_id"])] = row["deployment__model_id"]
         current, before = row["current"], row["previous"]
         for key, totals in (
             (row["project_id"], by_project),
@@ -706,16 +721,13 @@ def spend_changes(
             if key is not None:
                 totals[key][0] += current
                 totals[key][1] += before
-    # A model's spend is its runs' and its deployments'; who produced or serves which model is
-    # looked up for the owners with spend (joining them to every rollup row cost a third more).
+    # A model's spend is its runs' and its deployments'.
     by_model: dict[int, Decimal] = defaultdict(Decimal)
-    owner_tables = (by_experiment, Experiment.objects), (by_deployment, Deployment.objects)
-    for owners, objects in owner_tables if models else ():
-        spent = [pk for pk, (current, _) in owners.items() if current]
-        for pk, model in objects.filter(pk__in=spent, model__isnull=False).values_list(
-            "pk", "model_id"
-        ):
-            by_model[model] += owners[pk][0]
+    for kind, owners in (("experiment", by_experiment), ("deployment", by_deployment)):
+        for pk, (current, _) in owners.items() if models else ():
+            model = owner_models.get((kind, pk))
+            if current and model is not None:
+                by_model[model] += current
     projects = {
         project["pk"]: project
         for project in Project.objects.filter(pk__in=list(by_project)).values(

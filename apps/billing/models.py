@@ -280,6 +280,11 @@ class AttributionRun(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Last sign of life of the process running it; a stale one may be claimed again.",
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

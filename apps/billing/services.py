@@ -690,15 +690,26 @@ def attribution_run_execute(*, attribution_run: AttributionRun) -> AttributionRu
     done so far re-attributed and the others as they were: consistent either way.
     """
     run = attribution_run
-    claimed = AttributionRun.objects.filter(pk=run.pk, status=AttributionRun.Status.QUEUED).update(
-        status=AttributionRun.Status.RUNNING,
-        started_at=timezone.now(),
-        finished_at=None,
-        deliveries_total=0,
-        deliveries_done=0,
-        lines_changed=0,
-        moved=[],
-        error="",
+    now = timezone.now()
+    # A run whose process stopped beating (a worker killed mid-run, its message redelivered)
+    # is claimed again: the deliveries it did are re-attributed already and change no more.
+    claimed = (
+        AttributionRun.objects.filter(pk=run.pk)
+        .filter(
+            Q(status=AttributionRun.Status.QUEUED)
+            | Q(status=AttributionRun.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
+        )
+        .update(
+            status=AttributionRun.Status.RUNNING,
+            started_at=now,
+            heartbeat_at=now,
+            finished_at=None,
+            deliveries_total=0,
+            deliveries_done=0,
+            lines_changed=0,
+            moved=[],
+            error="",
+        )
     )
     run.refresh_from_db()
     if not claimed:
@@ -836,6 +847,7 @@ class _RunProgress:
         if not force and moment - self._last < PROGRESS_EVERY_SECONDS:
             return
         self._last = moment
+        values["heartbeat_at"] = timezone.now()
         rows = AttributionRun.objects.using(self.alias).filter(pk=self.run.pk)
         if self.alias == "default":
             rows.update(**values)

@@ -2,10 +2,12 @@
 readable by another connection while a delivery's transaction is open, and ended succeeded or
 failed with the error."""
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.db import OperationalError
+from django.utils import timezone
 
 from apps.billing import services
 from apps.billing.models import AttributionRun
@@ -95,6 +97,23 @@ def test_a_claimed_run_is_not_run_twice(two_deliveries, monkeypatch):
 
     assert attribution_refresh_task(run.pk) == "succeeded"
     assert attribution_refresh_task(run.pk + 1000) == "missing"
+
+
+@pytest.mark.django_db(databases=["default", "progress"])
+def test_a_run_whose_worker_died_is_claimed_again_once_its_heartbeat_is_stale(two_deliveries):
+    TagKeyAlias.objects.create(dimension="project", key="team-project")
+    run = attribution_schedule(reason="alias")
+    beat = timezone.now() - timedelta(minutes=9)
+    AttributionRun.objects.filter(pk=run.pk).update(status="running", heartbeat_at=beat)
+
+    # Still beating nine minutes ago: another process may be on it.
+    assert attribution_run_execute(attribution_run=run).status == "running"
+    assert run.lines_changed == 0
+
+    AttributionRun.objects.filter(pk=run.pk).update(heartbeat_at=beat - timedelta(minutes=2))
+    run = attribution_run_execute(attribution_run=run)
+    assert (run.status, run.deliveries_done, run.lines_changed) == ("succeeded", 2, 2)
+    assert run.heartbeat_at > beat
 
 
 @pytest.mark.django_db(databases=["default", "progress"])

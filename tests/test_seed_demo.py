@@ -310,7 +310,7 @@ def test_the_demo_runs_on_sqlite_without_postgresql_or_redis(tmp_path):
 def test_the_demo_bill_and_gpu_metrics_are_loaded_through_the_real_importers(settings, tmp_path):
     import time_machine
 
-    from apps.billing.models import CostLineItem, DailyCost, Delivery, ImportRun
+    from apps.billing.models import BillingSource, CostLineItem, DailyCost, Delivery, ImportRun
     from apps.gpu.models import GpuHour
 
     settings.COSTSITE_DATA_DIR = tmp_path
@@ -318,13 +318,19 @@ def test_the_demo_bill_and_gpu_metrics_are_loaded_through_the_real_importers(set
         seed("--small")
         seed("--small")  # a second run imports nothing again
 
-    run = ImportRun.objects.get()
-    assert run.status == ImportRun.Status.SUCCEEDED
+    # The exports are a folder source's, polled once: one run per file, from that source.
+    source = BillingSource.objects.get()
+    assert (source.kind, source.path) == ("folder", str(tmp_path / "demo" / "billing"))
+    runs = list(ImportRun.objects.order_by("pk"))
+    assert [(run.status, run.origin, run.source_id) for run in runs] == [
+        (ImportRun.Status.SUCCEEDED, ImportRun.Origin.SOURCE, source.pk)
+    ] * 2
     files = sorted(p.name for p in (tmp_path / "demo" / "billing").iterdir())
     # The small organisation runs on AWS only: last full month and this month to date.
     assert files == ["focus-aws-2026-10.csv", "focus-aws-2026-11.csv"]
+    assert sorted(run.display_name for run in runs) == files
     assert Delivery.objects.filter(status=Delivery.Status.CURRENT).count() == len(files)
-    assert CostLineItem.objects.count() == run.line_items
+    assert CostLineItem.objects.count() == sum(run.line_items for run in runs)
     workloads = set(DailyCost.objects.values_list("workload", flat=True))
     assert {"training", "inference", "development", "storage", "unattributed"} <= workloads
     assert GpuHour.objects.exists()

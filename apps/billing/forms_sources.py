@@ -1,3 +1,6 @@
+"""The billing source form (a folder or a bucket, with the fields of the other kind cleared) and
+the form that re-runs a source for a range of billing periods."""
+
 import os
 import re
 from pathlib import Path
@@ -7,7 +10,7 @@ from django import forms
 
 from costsite.forms import SiteForm, SiteModelForm
 
-from .formats import format_names
+from .forms_imports import format_choices
 from .models import BillingSource
 
 # S3's rules for bucket names (3-63 lower-case letters, digits, dots and hyphens).
@@ -24,9 +27,10 @@ class BillingSourceForm(SiteModelForm):
     ]
 
     format = forms.ChoiceField(
-        choices=[(name, name) for name in format_names()],
+        choices=format_choices,
         initial="auto",
-        help_text="auto detects each file's format from its header.",
+        help_text="Detecting it tells FOCUS, AWS CUR, GCP and Azure exports apart by their "
+        "columns, file by file.",
     )
 
     class Meta:

@@ -28,10 +28,7 @@ class AccountFreshness:
     data_as_of: datetime
     lag_days: int
     lagging: bool
-
-    @property
-    def days_behind(self) -> int:
-        return max((timezone.now() - self.data_as_of).days, 0)
+    days_behind: int  # whole days between data_as_of and the moment it was judged
 
 
 @dataclass(frozen=True)
@@ -52,12 +49,19 @@ class SourceFreshness:
         return any(a.lagging for a in self.accounts)
 
 
-def freshness(*, now: datetime | None = None) -> list[SourceFreshness]:
-    """Every source (with or without data yet), then the uploads group if it loaded anything."""
+def freshness(
+    *, now: datetime | None = None, source: BillingSource | None = None
+) -> list[SourceFreshness]:
+    """Every source (with or without data yet), then the uploads group if it loaded anything;
+    with `source`, that source's group alone (a source's page)."""
     now = now or timezone.now()
+    current = Delivery.objects.filter(status=Delivery.Status.CURRENT)
+    sources = BillingSource.objects.order_by("name")
+    if source is not None:
+        current = current.filter(import_run__source=source)
+        sources = sources.filter(pk=source.pk)
     newest = (
-        Delivery.objects.filter(status=Delivery.Status.CURRENT)
-        .exclude(max_charge_period_end=None)
+        current.exclude(max_charge_period_end=None)
         .values("import_run__source_id", "billing_account_id")
         .annotate(as_of=Max("max_charge_period_end"))
         .order_by("billing_account_id")
@@ -68,8 +72,7 @@ def freshness(*, now: datetime | None = None) -> list[SourceFreshness]:
             (row["billing_account_id"], row["as_of"])
         )
     groups = [
-        _group(source, source.name, source.lag_days, by_source.pop(source.pk, []), now)
-        for source in BillingSource.objects.order_by("name")
+        _group(item, item.name, item.lag_days, by_source.pop(item.pk, []), now) for item in sources
     ]
     # Deliveries of runs without a source: uploads, the command line, or a source since deleted.
     orphans = [item for rows in by_source.values() for item in rows]
@@ -95,6 +98,7 @@ def _group(
             data_as_of=as_of,
             lag_days=lag_days,
             lagging=as_of < limit,
+            days_behind=max((now - as_of).days, 0),
         )
         for account, as_of in sorted(newest.items())
     ]
@@ -131,8 +135,9 @@ def lag_warnings(*, now: datetime | None = None) -> list[LagWarning]:
 # -- what the source pages show ----------------------------------------------------------------
 
 
-def sources_with_last_poll() -> list[BillingSource]:
-    """Every source with its latest poll as `last_poll` (None before the first)."""
+def sources_with_last_poll(*, groups: list[SourceFreshness]) -> list[BillingSource]:
+    """Every source with its latest poll as `last_poll` (None before the first) and its group
+    of `groups` (from `freshness()`) as `freshness`."""
     latest = SourcePoll.objects.filter(source=OuterRef("pk")).order_by("-started_at", "-pk")
     items = list(
         BillingSource.objects.annotate(last_poll_id=Subquery(latest.values("pk")[:1])).order_by(
@@ -140,8 +145,10 @@ def sources_with_last_poll() -> list[BillingSource]:
         )
     )
     polls = SourcePoll.objects.in_bulk([s.last_poll_id for s in items if s.last_poll_id])
+    by_source = {group.source.pk: group for group in groups if group.source is not None}
     for item in items:
         item.last_poll = polls.get(item.last_poll_id)
+        item.freshness = by_source.get(item.pk)
     return items
 
 

@@ -99,6 +99,12 @@ class RunView:
         return min(share, 99 if run.status == ImportRun.Status.RUNNING else 100)
 
     @property
+    def indeterminate(self) -> bool:
+        """A bar without a value (it moves to and fro) while a running run's total is unknown;
+        a finished run without one shows no bar: it must not look as if it still worked."""
+        return self.percent is None and not self.run.is_done
+
+    @property
     def badge(self) -> str:
         return BADGES.get(self.run.status, "")
 

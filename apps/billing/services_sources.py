@@ -149,9 +149,6 @@ class _Delivery:
     """Files imported together: a manifest (or a lone file) first, then the manifest's parts."""
 
     files: list[ListedFile]
-    # S3: where each file goes in the spool folder, relative to it (the importer looks for a
-    # manifest's parts beside it, under their file name).
-    spool_names: dict[str, str] = field(default_factory=dict)
 
     @property
     def main(self) -> ListedFile:
@@ -307,22 +304,13 @@ def _deliveries(source: BillingSource, listing: Listing) -> list[_Delivery]:
             twin.files.append(listed)  # the same parts again: recorded, not imported twice
             continue
         delivery = _Delivery(files=[listed, *parts])
-        delivery.spool_names = {
-            f.key: PurePosixPath(f.key).name for f in delivery.files if _safe_name(f.key)
-        }
         by_parts[part_keys] = delivery
         deliveries.append(delivery)
     for listed in listing.files:
         if listed.key in claimed or sources.is_manifest(listed.key):
             continue
-        deliveries.append(
-            _Delivery(files=[listed], spool_names={listed.key: PurePosixPath(listed.key).name})
-        )
+        deliveries.append(_Delivery(files=[listed]))
     return sorted(deliveries, key=lambda d: (d.newest is None, d.newest or 0, d.main.key))
-
-
-def _safe_name(key: str) -> bool:
-    return PurePosixPath(key).name not in ("", ".", "..")
 
 
 # A billing period told by a key: CUR's 20250101-20250201/, Athena's year=2025/month=1/, CUR 2.0's
@@ -386,15 +374,20 @@ def _paths(
         return [str(Path(source.path) / delivery.main.key)], None
     folder = _spool_dir(source) / str(poll.pk) / str(number)
     client = sources.s3_client(source)
+    # Each file under its own name, side by side: the importer looks for a manifest's parts
+    # beside it. A listed key always ends in an export's extension (sources.is_billing_export),
+    # so its name is never empty, "." or "..": nothing lands outside the folder.
     try:
         for listed in delivery.files:
-            name = delivery.spool_names.get(listed.key)
-            if name:
-                sources.s3_download(source, listed.key, folder / name, client=client)
+            sources.s3_download(source, listed.key, folder / _spool_name(listed), client=client)
     except SourceUnavailable:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    return [str(folder / delivery.spool_names[delivery.main.key])], folder
+    return [str(folder / _spool_name(delivery.main))], folder
+
+
+def _spool_name(listed: ListedFile) -> str:
+    return PurePosixPath(listed.key).name
 
 
 def _run_start(

@@ -42,6 +42,8 @@ SKIPPED_FOLDERS = {"cost_and_usage_data_status"}
 # A CUR manifest is a few kilobytes; anything far larger is not one.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 COPY_CHUNK_BYTES = 1024 * 1024
+# Keys per ListObjectsV2 page (S3's own maximum); the paginator follows the continuation tokens.
+S3_PAGE_SIZE = 1000
 S3_CONFIG = Config(
     connect_timeout=5,
     read_timeout=60,
@@ -179,7 +181,9 @@ def s3_list(source: BillingSource) -> Listing:
     listing = Listing()
     try:
         pages = client.get_paginator("list_objects_v2").paginate(
-            Bucket=source.bucket, Prefix=source.prefix
+            Bucket=source.bucket,
+            Prefix=source.prefix,
+            PaginationConfig={"PageSize": S3_PAGE_SIZE},
         )
         for page in pages:
             for item in page.get("Contents", []):

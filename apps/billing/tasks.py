@@ -82,13 +82,14 @@ def billing_source_poll_task(
     source = (sources if manual else sources.filter(is_paused=False)).first()
     if source is None:
         return 0
-    requested_by = get_user_model().objects.filter(pk=requested_by_id).first()
+    users = get_user_model().objects
+    requested_by = users.filter(pk=requested_by_id).first() if requested_by_id else None
     try:
         poll = services_sources.billing_source_poll(
             source=source,
             period_start=date.fromisoformat(period_start) if period_start else None,
             period_end=date.fromisoformat(period_end) if period_end else None,
-            requested_by=requested_by if requested_by_id else None,
+            requested_by=requested_by,
         )
     except SourceUnavailable as exc:
         if self.request.is_eager:

@@ -39,9 +39,14 @@ KEPT_SUFFIXES = (
 DISPLAY_NAME_MAX = 255
 
 
+def limit_text(limit: int) -> str:
+    """1.0 KB (1,000 bytes): the unit people read, and the exact figure the server counts."""
+    return f"{bytes_(limit)} ({limit:,} bytes)"
+
+
 def upload_limit_message(limit: int) -> str:
     return (
-        f"The file is over the upload limit of {bytes_(limit)} ({limit:,} bytes). "
+        f"The file is over the upload limit of {limit_text(limit)}. "
         "Larger files go through a billing source: a folder or a bucket that costsite polls."
     )
 

@@ -15,18 +15,18 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling, push_url
 
-from apps.accounts.templatetags.costsite import bytes_
 from costsite.htmx import redirect_after_save
 
 from . import selectors_imports as selectors
 from . import services
 from .forms_imports import ImportFilterForm, UploadForm
 from .models import ImportRun
-from .uploads import BillingUploadHandler, display_name_clean
+from .uploads import BillingUploadHandler, display_name_clean, limit_text
 
 RUNS_PER_PAGE = 25
 
@@ -72,12 +72,18 @@ def import_list(request: HttpRequest) -> HttpResponse:
         "filtered": bool(values),
     }
     template = "billing/imports/run_list.html"
-    if not request.htmx:
-        return render(request, template, context)
-    # The address bar keeps only the filters that are set (the form sends the empty ones too).
-    state = {**values, **({"page": page.number} if page.number > 1 else {})}
-    url = reverse("import_list") + (f"?{urlencode(state)}" if state else "")
-    return push_url(render(request, f"{template}#run-rows", context), url)
+    # Back or forward to an address htmx pushed, when its history cache misses, asks for the
+    # page with HX-Request set too: it needs the whole page, not the rows.
+    if not request.htmx or request.htmx.history_restore_request:
+        response = render(request, template, context)
+    else:
+        # The address bar keeps only the filters that are set (the form sends the empty ones).
+        state = {**values, **({"page": page.number} if page.number > 1 else {})}
+        url = reverse("import_list") + (f"?{urlencode(state)}" if state else "")
+        response = push_url(render(request, f"{template}#run-rows", context), url)
+    # One address, two bodies: a cache must not hand the rows alone to a plain page load.
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 @login_required
@@ -163,10 +169,5 @@ def _upload(request: HttpRequest, handler: BillingUploadHandler | None) -> HttpR
     return render(
         request,
         f"{template}#upload-form" if request.htmx else template,
-        {"form": form, "limit": _limit_text()},
+        {"form": form, "limit": limit_text(int(settings.BILLING_UPLOAD_MAX_BYTES))},
     )
-
-
-def _limit_text() -> str:
-    limit = int(settings.BILLING_UPLOAD_MAX_BYTES)
-    return f"{bytes_(limit)} ({limit:,} bytes)"

@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from costsite.htmx import form_page, redirect_after_save
 
@@ -32,12 +32,13 @@ def _list_context() -> dict:
     groups = freshness.freshness()
     return {
         "groups": groups,
-        "sources": freshness.sources_with_last_poll(),
+        "sources": freshness.sources_with_last_poll(groups=groups),
         "data_as_of": freshness.overall_as_of(groups),
     }
 
 
 @login_required
+@require_GET
 def source_list(request: HttpRequest) -> HttpResponse:
     _staff_only(request)
     template = (
@@ -64,6 +65,7 @@ def _form_page(request: HttpRequest, form, *, title: str, submit: str) -> HttpRe
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def source_create(request: HttpRequest) -> HttpResponse:
     _staff_only(request)
     form = BillingSourceForm(request.POST or None)
@@ -77,8 +79,11 @@ def source_create(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def source_edit(request: HttpRequest, source_pk: int) -> HttpResponse:
     source = _source(request, source_pk)
+    # The form fills its instance as it validates: a copy keeps `source` as saved, so that the
+    # pause below compares with what was stored.
     form = BillingSourceForm(request.POST or None, instance=copy.copy(source))
     if request.method == "POST" and form.is_valid():
         values = dict(form.cleaned_data)
@@ -92,11 +97,11 @@ def source_edit(request: HttpRequest, source_pk: int) -> HttpResponse:
 
 
 def _detail_context(source: BillingSource, rerun_form: RerunForm | None = None) -> dict:
-    group = next((g for g in freshness.freshness() if g.source == source), None)
+    [group] = freshness.freshness(source=source)
     return {
         "source": source,
         "freshness": group,
-        "freshness_groups": [group] if group else [],
+        "freshness_groups": [group],
         "polls": freshness.source_polls(source=source),
         "deliveries": freshness.source_deliveries(source=source),
         "rerun_form": rerun_form or RerunForm(),
@@ -104,6 +109,7 @@ def _detail_context(source: BillingSource, rerun_form: RerunForm | None = None) 
 
 
 @login_required
+@require_GET
 def source_detail(request: HttpRequest, source_pk: int) -> HttpResponse:
     source = _source(request, source_pk)
     template = (

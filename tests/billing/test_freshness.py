@@ -120,3 +120,12 @@ def test_the_overview_warns_when_an_account_lags_and_says_nothing_when_none_does
         page = staff_client.get(reverse("home")).content.decode()
     assert "freshness-warning" not in page
     assert 'bill loaded up to <span class="data-as-of">5 Feb 2025 00:00</span>' in page
+
+
+def test_days_behind_count_from_the_moment_the_lag_is_judged(loaded):
+    [aws] = freshness.freshness(now=NOW, source=loaded)
+
+    assert [(a.billing_account_id, a.lagging, a.days_behind) for a in aws.accounts] == [
+        ("111", True, 34),  # 2 Jan 11:00 to 5 Feb 12:00
+        ("444", False, 1),
+    ]

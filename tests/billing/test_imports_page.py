@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import time_machine
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from apps.billing.models import BillingSource, ImportRun
@@ -269,3 +271,51 @@ def test_an_upload_runs_page_names_the_stored_file_the_errors_use(staff_client, 
     run.save()
     body = staff_client.get(reverse("import_run_detail", args=[run.pk])).content.decode()
     assert f"stored as <code>{Path(run.paths[0]).name}</code>" in body
+
+
+def test_a_running_run_of_unknown_size_has_a_moving_bar_and_a_failed_one_none(staff_client):
+    running = _run("streaming.csv", status=S.RUNNING, started_at=T0, rows_done=500)
+    failed = _run("broken.csv", status=S.FAILED, started_at=T0, finished_at=T0, rows_done=0)
+
+    running_body = staff_client.get(reverse("import_run_detail", args=[running.pk])).content
+    failed_body = staff_client.get(reverse("import_run_detail", args=[failed.pk])).content
+    listed = staff_client.get(reverse("import_list")).content.decode()
+
+    assert b'<progress id="run-progress" aria-label="Rows read"></progress>' in running_body
+    assert b"<progress" not in failed_body
+    assert '<progress aria-label="Rows read"></progress>' in _row(listed, running)
+    assert "<progress" not in _row(listed, failed)
+
+
+def _row(page: str, run: ImportRun) -> str:
+    start = page.index(f'<tr id="run-{run.pk}"')
+    return page[start : page.index("</tr>", start)]
+
+
+def test_the_imports_list_costs_the_same_queries_for_seven_runs_or_thirty(staff_client, runs):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            response = staff_client.get(reverse("import_list"))
+        assert response.status_code == 200
+        return len(captured)
+
+    queries()  # the first request of a session loads what later ones keep
+    few = queries()
+    bucket = runs["bucket"]
+    for n in range(23):
+        _run(f"more-{n:02d}.csv", origin=ORIGIN.SOURCE, source=bucket, status=S.RUNNING)
+    assert queries() == few
+
+
+def test_back_to_a_pushed_address_gets_the_whole_page(staff_client, runs):
+    response = staff_client.get(
+        reverse("import_list"),
+        {"source": "uploads"},
+        headers={"HX-Request": "true", "HX-History-Restore-Request": "true"},
+    )
+
+    body = response.content.decode()
+    assert "<html" in body
+    assert body.count('<tr id="run-') == 2
+    assert "HX-Push-Url" not in response
+    assert "HX-Request" in response["Vary"].split(", ")

@@ -4,7 +4,10 @@ place, a source's polls and deliveries, pause, "Poll now" and the re-run form.""
 from datetime import date, timedelta
 
 import pytest
+import time_machine
 from django.conf import settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from apps.billing import services_sources
@@ -41,8 +44,10 @@ def urls(source: BillingSource) -> list[tuple[str, str]]:
     ]
 
 
-def test_only_staff_see_the_sources_pages(source, lead_client, member_client, staff_client):
-    for client in (lead_client, member_client):
+def test_only_staff_see_the_sources_pages(
+    source, lead_client, member_client, outsider_client, staff_client
+):
+    for client in (lead_client, member_client, outsider_client):
         for method, url in urls(source):
             assert getattr(client, method)(url).status_code == 404, url
     for _method, url in urls(source)[:4]:
@@ -169,3 +174,53 @@ def test_the_admin_lists_sources_polls_and_seen_files(source, staff_client):
         assert response.status_code == 200, model
     page = staff_client.get(reverse("admin:billing_sourceobject_changelist")).content.decode()
     assert "2025-01.csv" in page
+
+
+def _queries(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured)
+
+
+def test_the_list_and_a_sources_page_cost_the_same_queries_for_one_source_or_many(
+    source, staff_client, tmp_path
+):
+    execute(services_sources.billing_source_poll(source=source, now=NOW))
+    detail = reverse("billing_source_detail", args=[source.pk])
+    _queries(staff_client, detail)  # the first request of a session loads what later ones keep
+    few = (_queries(staff_client, reverse("billing_source_list")), _queries(staff_client, detail))
+
+    for n in range(4):
+        folder = tmp_path / f"more-{n}"
+        january(folder / "2025-01.csv", "1.00", account=f"55555555555{n}")
+        other = folder_source(folder, name=f"more-{n}")
+        execute(services_sources.billing_source_poll(source=other, now=NOW))
+        execute(services_sources.billing_source_poll(source=source, now=NOW + timedelta(hours=n)))
+
+    many = (_queries(staff_client, reverse("billing_source_list")), _queries(staff_client, detail))
+    assert many == few
+
+
+def test_the_list_shortens_a_long_error_that_the_sources_page_shows_whole(source, staff_client):
+    error = "s3://bills/exports/ cannot be reached: " + "x" * 200
+    BillingSource.objects.filter(pk=source.pk).update(health="unhealthy", last_error=error)
+
+    listing = staff_client.get(reverse("billing_source_list")).content.decode()
+    page = staff_client.get(reverse("billing_source_detail", args=[source.pk])).content.decode()
+
+    assert f'<small class="wrap" title="{error}">{error[:99]}…</small>' in listing
+    assert f'<p class="errorlist" role="alert" id="source-error">{error}</p>' in page
+
+
+def test_a_sources_page_shows_its_accounts_data_as_of_without_a_source_column(source, staff_client):
+    execute(services_sources.billing_source_poll(source=source, now=NOW))
+    with time_machine.travel(NOW, tick=False):
+        page = staff_client.get(reverse("billing_source_detail", args=[source.pk]))
+
+    body = page.content.decode()
+    table = body[body.index('<table class="striped" id="freshness">') :]
+    table = table[: table.index("</table>")]
+    assert '<th scope="col">Source</th>' not in table
+    assert "<td><code>111111111111</code></td>" in table
+    assert '<td class="nowrap">2 Jan 2025 11:00</td>' in table
+    assert "31 days behind" in table  # 2 Jan 11:00 to 3 Feb 09:00

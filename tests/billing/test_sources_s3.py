@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from apps.billing import services_sources
+from apps.billing import services_sources, sources
 from apps.billing.models import BillingSource, ImportRun, SourcePoll
 from apps.billing.sources import SourceUnavailable
 from tests.conftest_s3 import s3, s3_server  # noqa: F401 - fixtures
@@ -155,3 +155,27 @@ def test_missing_credentials_and_a_missing_bucket_are_named(acme, s3, monkeypatc
         f"s3://{s3.name}/exports/: no S3 credentials; set AWS_ACCESS_KEY_ID and "
         "AWS_SECRET_ACCESS_KEY in the environment of the web and worker processes."
     )
+
+
+def test_a_listing_longer_than_a_page_is_followed_to_its_end(acme, s3, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(sources, "S3_PAGE_SIZE", 2)
+    for month in range(1, 6):
+        s3.put(f"exports/2024-{month:02d}.csv", focus_bytes(tmp_path, f"{month}.00"))
+    source = bucket_source(s3)
+    pages = []
+    make_client = sources.s3_client
+
+    def counting_client(source):
+        client = make_client(source)
+        client.meta.events.register(
+            "after-call.s3.ListObjectsV2", lambda **kwargs: pages.append(kwargs["parsed"])
+        )
+        return client
+
+    monkeypatch.setattr(sources, "s3_client", counting_client)
+    listing = sources.s3_list(source)
+
+    assert [len(page.get("Contents", [])) for page in pages] == [2, 2, 1]
+    assert [f.key for f in listing.files] == [f"exports/2024-{m:02d}.csv" for m in range(1, 6)]
+    poll = services_sources.billing_source_poll(source=source, now=NOW)
+    assert counts(poll) == ("succeeded", 5, 5, 0, 0, 5)

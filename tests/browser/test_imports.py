@@ -4,9 +4,7 @@ which a real Celery worker moves, reach done; the totals shown are the file's, e
 imports list shows the run. Not one console error on the way (CSP violations count).
 """
 
-import csv
 import re
-import shutil
 import time
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -17,6 +15,7 @@ from django.urls import reverse
 from apps.accounts.models import Organization
 from apps.billing.demo import focus_benchmark_write
 from apps.billing.models import ImportRun
+from tests.billing.test_worker import source_totals
 from tests.factories import PASSWORD, StaffFactory
 
 pytestmark = [
@@ -27,30 +26,6 @@ pytestmark = [
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "imports.png"
 ROWS = 40_000  # enough for the worker to report progress a few times on the way
-
-
-@pytest.fixture
-def browser_page(monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("Debian's chromium is not installed (the test command installs it)")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium,
-            args=["--no-sandbox", "--disable-background-networking"],
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.problems = []
-        page.on(
-            "console",
-            lambda msg: msg.type in ("error", "warning") and page.problems.append(msg.text),
-        )
-        page.on("pageerror", lambda error: page.problems.append(str(error)))
-        yield page
-        browser.close()
 
 
 def expect(locator):
@@ -64,17 +39,6 @@ def _cents(amount: Decimal) -> str:
     return f"${amount.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):,.2f}"
 
 
-def _totals(path: Path) -> tuple[int, Decimal, Decimal]:
-    """Rows and sums straight from the CSV, without the importer."""
-    rows, billed, effective = 0, Decimal(0), Decimal(0)
-    with path.open(newline="") as handle:
-        for line in csv.DictReader(handle):
-            rows += 1
-            billed += Decimal(line["BilledCost"])
-            effective += Decimal(line["EffectiveCost"])
-    return rows, billed, effective
-
-
 def test_staff_upload_a_bill_and_watch_its_import_reach_done(
     live_server, browser_page, celery_worker_process, tmp_path, settings
 ):
@@ -84,7 +48,7 @@ def test_staff_upload_a_bill_and_watch_its_import_reach_done(
     StaffFactory(username="sam")
     settings.BILLING_UPLOAD_DIR = tmp_path / "uploads"
     bill = focus_benchmark_write(tmp_path / "acme-january.csv", rows=ROWS)
-    rows, billed, effective = _totals(bill)
+    rows, billed, effective = source_totals(bill)
     assert rows == ROWS
 
     page = browser_page

@@ -131,7 +131,7 @@ COSTSITE_DATA_DIR = Path(env("COSTSITE_DATA_DIR", str(BASE_DIR / "var")))
 
 # Billing uploads are streamed to disk here under generated names, never held in memory.
 BILLING_UPLOAD_DIR = Path(env("BILLING_UPLOAD_DIR", str(COSTSITE_DATA_DIR / "uploads")))
-BILLING_UPLOAD_MAX_BYTES = int(env("BILLING_UPLOAD_MAX_BYTES", str(1024**3)))
+BILLING_UPLOAD_MAX_BYTES = int(env("BILLING_UPLOAD_MAX_BYTES", "1000000000"))  # 1 GB
 # A source or billing account whose newest charge is older than this many days is flagged.
 BILLING_FRESHNESS_LAG_DAYS = int(env("BILLING_FRESHNESS_LAG_DAYS", "2"))
 

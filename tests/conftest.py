@@ -1,6 +1,8 @@
 """Fixtures every test can use: the three standing users of STYLE.md (a lead and a member of the
 project's team, an outsider who leads another team) plus staff, and clients logged in as each."""
 
+import shutil
+
 import pytest
 from django.test import Client
 
@@ -86,3 +88,32 @@ def outsider_client(outsider):
 @pytest.fixture
 def staff_client(staff):
     return _client_for(staff)
+
+
+# The browser the browser tests drive: Debian's chromium through Playwright's sync API (its own
+# browser download is not used), with every console error or warning and page error collected in
+# `page.problems`, so that a test can assert there was none (CSP violations count).
+@pytest.fixture
+def browser_page(monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("Debian's chromium is not installed (the test command installs it)")
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
+    # synchronous and safe.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium,
+            args=["--no-sandbox", "--disable-background-networking"],
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+        page.problems = []
+        page.on(
+            "console",
+            lambda msg: msg.type in ("error", "warning") and page.problems.append(msg.text),
+        )
+        page.on("pageerror", lambda error: page.problems.append(str(error)))
+        yield page
+        browser.close()

@@ -1,10 +1,14 @@
 """Celery tasks: thin wrappers that load rows by id and call one service."""
 
+from datetime import date
+
 from celery import shared_task
+from django.contrib.auth import get_user_model
 from django.db import InterfaceError, OperationalError
 
-from . import services
-from .models import AttributionRun, ImportRun
+from . import services, services_sources
+from .models import AttributionRun, BillingSource, ImportRun
+from .sources import SourceUnavailable
 
 
 @shared_task(
@@ -38,7 +42,6 @@ def attribution_refresh_task(attribution_run_id: int) -> str:
 
 
 # -- billing sources -------------------------------------------------------------------------
-# (Imports inside the tasks keep this section self-contained at the end of the module.)
 
 SOURCE_POLL_MAX_RETRIES = 4
 
@@ -46,8 +49,6 @@ SOURCE_POLL_MAX_RETRIES = 4
 @shared_task
 def billing_sources_poll_due() -> list[int]:
     """Beat's tick (schedules.py): enqueue a poll for every billing source that is due."""
-    from . import services_sources
-
     source_ids = services_sources.billing_sources_claim_due()
     for source_id in source_ids:
         billing_source_poll_task.delay(source_id)
@@ -70,14 +71,6 @@ def billing_source_poll_task(
     the source already shows the error by then, and its next scheduled poll waits past the
     retries.
     """
-    from datetime import date
-
-    from django.contrib.auth import get_user_model
-
-    from . import services_sources
-    from .models import BillingSource
-    from .sources import SourceUnavailable
-
     sources = BillingSource.objects.filter(pk=source_id)
     source = (sources if manual else sources.filter(is_paused=False)).first()
     if source is None:

@@ -169,10 +169,9 @@ def test_the_limit_error_comes_back_in_place_for_htmx(staff_client, upload_dir, 
     assert LIMIT_1000 in body
 
 
-def test_the_upload_page_states_the_limit(staff_client, settings):
-    settings.BILLING_UPLOAD_MAX_BYTES = 1024**3
+def test_the_upload_page_states_the_default_limit(staff_client):
     page = staff_client.get(reverse("import_upload")).content.decode()
-    assert "up to 1.1 GB (1,073,741,824 bytes). Larger files go through a billing source" in page
+    assert "up to 1.0 GB (1,000,000,000 bytes). Larger files go through a billing source" in page
     assert 'enctype="multipart/form-data"' in page
 
 

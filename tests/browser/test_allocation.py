@@ -3,7 +3,6 @@ staff add an allocation rule, preview it (the exact claim, from whom), save it, 
 re-attribution, run by a real Celery worker, reach done with what moved. Not one console error
 on the way (CSP violations count)."""
 
-import shutil
 import time
 from pathlib import Path
 
@@ -23,30 +22,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True, databases=["default", "progress"]),
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
-
-@pytest.fixture
-def browser_page(monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("Debian's chromium is not installed (the test command installs it)")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium,
-            args=["--no-sandbox", "--disable-background-networking"],
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.problems = []
-        page.on(
-            "console",
-            lambda msg: msg.type in ("error", "warning") and page.problems.append(msg.text),
-        )
-        page.on("pageerror", lambda error: page.problems.append(str(error)))
-        yield page
-        browser.close()
 
 
 def expect(locator):

@@ -9,7 +9,6 @@ The bill goes through the real import, dated back from today: it must land in "t
 import csv
 import json
 import re
-import shutil
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -51,30 +50,6 @@ COLUMNS = [
     "ResourceId",
     "Tags",
 ]
-
-
-@pytest.fixture
-def browser_page(monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("Debian's chromium is not installed (the test command installs it)")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium,
-            args=["--no-sandbox", "--disable-background-networking"],
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 900}, accept_downloads=True)
-        page.problems = []
-        page.on(
-            "console",
-            lambda msg: msg.type in ("error", "warning") and page.problems.append(msg.text),
-        )
-        page.on("pageerror", lambda error: page.problems.append(str(error)))
-        yield page
-        browser.close()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ open the project list and a project page, register an experiment through the htm
 validation error shown in place), and not one console error on the way (CSP violations count)."""
 
 import re
-import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,32 +25,6 @@ from tests.factories import (
 pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 S = Experiment.Status
-
-
-@pytest.fixture
-def browser_page(monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("Debian's chromium is not installed (the test command installs it)")
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
-    # synchronous and safe.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium,
-            args=["--no-sandbox", "--disable-background-networking"],
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.problems = []
-        page.on(
-            "console",
-            lambda msg: msg.type in ("error", "warning") and page.problems.append(msg.text),
-        )
-        page.on("pageerror", lambda error: page.problems.append(str(error)))
-        yield page
-        browser.close()
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """A real browser on the GPU pages: the charts draw under the strict CSP, the period switch swaps
 in place, and nothing complains in the console."""
 
-import shutil
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,29 +10,6 @@ from apps.gpu.models import Gpu
 from tests.factories import PASSWORD, StaffFactory
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def browser_page(monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("Debian's chromium is not installed (the test command installs it)")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium, args=["--no-sandbox", "--disable-background-networking"]
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.problems = []
-        page.on(
-            "console",
-            lambda msg: msg.type in ("error", "warning") and page.problems.append(msg.text),
-        )
-        page.on("pageerror", lambda error: page.problems.append(str(error)))
-        yield page
-        browser.close()
 
 
 def test_staff_read_the_fleet_switch_the_period_and_open_a_gpu(

@@ -481,8 +481,8 @@ class CostLineItem(models.Model):
         return f"{self.charge_period_start:%Y-%m-%d %H:%M} {self.service_name} {self.resource_id}"
 
 
-class DailyCost(models.Model):
-    """UTC day × project × owner × workload × cost kind × provider × region × service × pricing.
+class CostRollup(models.Model):
+    """What the daily and the monthly cost rollups share: the keys but the date, and the sums.
 
     Amounts are per billing currency: lines in another currency than the organisation's are kept
     in rows of their own and never summed into it. Rows are per delivery (so that replacing one
@@ -490,7 +490,6 @@ class DailyCost(models.Model):
     """
 
     delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="+")
-    day = models.DateField()
     project = models.ForeignKey(
         "projects.Project", on_delete=models.SET_NULL, null=True, related_name="+"
     )
@@ -514,6 +513,15 @@ class DailyCost(models.Model):
     line_items = models.BigIntegerField()
 
     class Meta:
+        abstract = True
+
+
+class DailyCost(CostRollup):
+    """UTC day × project × owner × workload × cost kind × provider × region × service × pricing."""
+
+    day = models.DateField()
+
+    class Meta:
         indexes = [
             models.Index(fields=["day"], name="dailycost_day_idx"),
             models.Index(fields=["project", "day"], name="dailycost_project_day_idx"),
@@ -523,7 +531,7 @@ class DailyCost(models.Model):
         return f"{self.day} {self.workload} {self.cost_kind} {self.billing_currency}"
 
 
-class MonthlyCost(models.Model):
+class MonthlyCost(CostRollup):
     """DailyCost summed per calendar month (UTC), same keys, per delivery: what long ranges read.
 
     A page over a year adds up twelve months of these (about 1/30 of the daily rows) and only
@@ -531,29 +539,7 @@ class MonthlyCost(models.Model):
     the delivery's daily rows whenever those change (`loader.monthly_rebuild`).
     """
 
-    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="+")
     month = models.DateField(help_text="The month's first day.")
-    project = models.ForeignKey(
-        "projects.Project", on_delete=models.SET_NULL, null=True, related_name="+"
-    )
-    experiment = models.ForeignKey(
-        "experiments.Experiment", on_delete=models.SET_NULL, null=True, related_name="+"
-    )
-    deployment = models.ForeignKey(
-        "deployments.Deployment", on_delete=models.SET_NULL, null=True, related_name="+"
-    )
-    workload = models.CharField(max_length=20, choices=Workload.choices)
-    cost_kind = models.CharField(max_length=20, choices=CostKind.choices)
-    provider_name = models.CharField(max_length=200, blank=True)
-    region_id = models.CharField(max_length=100, blank=True)
-    service_name = models.CharField(max_length=200, blank=True)
-    pricing_category = models.CharField(max_length=20, blank=True)
-    billing_currency = models.CharField(max_length=10)
-    effective_cost = models.DecimalField(**MONEY)
-    billed_cost = models.DecimalField(**MONEY)
-    list_cost = models.DecimalField(**MONEY)
-    consumed_hours = models.DecimalField(**QUANTITY, default=0)
-    line_items = models.BigIntegerField()
 
     class Meta:
         indexes = [

@@ -230,7 +230,7 @@ def _insert(db_table: str, columns: list[str], rows: Iterable[tuple]) -> None:
         cursor.executemany(f"INSERT INTO {db_table} ({quoted}) VALUES ({marks})", list(rows))
 
 
-def _copy_table(db_table: str, table: pa.Table) -> None:
+def copy_table(db_table: str, table: pa.Table) -> None:
     if not table.num_rows:
         return
     if connection.vendor != "postgresql":
@@ -394,11 +394,11 @@ class RollupAccumulator:
                 )
             if sum(t.num_rows for t in resource) > 20_000 or position == len(days):
                 if daily:
-                    _copy_table(
+                    copy_table(
                         DailyCost._meta.db_table, pa.concat_tables(daily).select(DAILY_COLUMNS)
                     )
                 if resource:
-                    _copy_table(
+                    copy_table(
                         DailyResourceCost._meta.db_table,
                         pa.concat_tables(resource).select(RESOURCE_COLUMNS),
                     )

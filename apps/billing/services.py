@@ -21,13 +21,15 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import Max, Min, Q
-from django.db.models.functions import Lower
+from django.db.models import Max, Min, Q, TextField
+from django.db.models.functions import Cast, Lower
 from django.utils import timezone
 
 from .attribution import ATTRIBUTION_COLUMNS, SPLIT_COLUMNS, Attributor
@@ -44,6 +46,7 @@ from .loader import (
     LINE_COLUMNS,
     LineSink,
     RollupAccumulator,
+    copy_table,
     line_days,
     monthly_rebuild,
     rollups_rebuild,
@@ -628,7 +631,10 @@ def _by_id(tallies: dict, delivery_id: int) -> _DeliveryTally:
 
 def _counts(array) -> dict[int, int]:
     counts = pc.value_counts(array.combine_chunks() if hasattr(array, "combine_chunks") else array)
-    return {item["values"]: item["counts"] for item in counts.to_pylist()}
+    # Two flat lists, not a struct per value: ten times faster on a chunk of 20,000 rows.
+    return dict(
+        zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
+    )
 
 
 def _earliest(a, b):
@@ -991,6 +997,9 @@ def _arrow_types() -> dict[str, pa.DataType]:
     return types
 
 
+JSON_COLUMNS = ("tags", "extra")
+
+
 def _line_chunks(
     delivery: Delivery,
     start: datetime | None,
@@ -999,10 +1008,15 @@ def _line_chunks(
     *,
     narrow=None,
     names: list[str] | None = None,
+    read=None,
 ):
     """The delivery's lines in the window (all when None) as Arrow tables, in id order, every
-    part of a source row in the same chunk (a shared line's parts have adjacent ids)."""
-    types = _arrow_types()
+    part of a source row in the same chunk (a shared line's parts have adjacent ids).
+
+    Each chunk is one query of at most REFRESH_CHUNK lines after the last id of the one before;
+    `read` turns that query into a table (`_chunk_reader()`: COPY on PostgreSQL, the ORM
+    elsewhere; both give the same table)."""
+    read = read or _chunk_reader()
     names = names or ["id", *LINE_COLUMNS]
     lines = CostLineItem.objects.of_delivery(delivery)
     if start is not None:
@@ -1011,27 +1025,98 @@ def _line_chunks(
         lines = lines.annotate(key=Lower("resource_id")).filter(key__in=keys)
     if narrow is not None:
         lines = narrow(lines)
-    row_at = names.index("source_row")
     after = None
     while True:
         page = lines if after is None else lines.filter(id__gt=after)
-        rows = list(page.order_by("id").values_list(*names)[:REFRESH_CHUNK])
-        if not rows:
+        table = read(page.order_by("id")[:REFRESH_CHUNK], names)
+        if not table.num_rows:
             return
-        complete = len(rows) < REFRESH_CHUNK
+        complete = table.num_rows < REFRESH_CHUNK
         if not complete:
-            last = rows[-1][row_at]
-            rows = [r for r in rows if r[row_at] != last] or rows
-        after = rows[-1][0]
-        columns = list(zip(*rows, strict=True))
-        arrays = []
-        for name, values in zip(names, columns, strict=True):
-            if name in ("tags", "extra"):
-                values = [json.dumps(v) if v else None for v in values]
-            arrays.append(pa.array(values, types[name]))
-        yield pa.table(arrays, names=names)
+            # The last source row's parts may go on in the next page: they start it instead.
+            last = table["source_row"][-1]
+            whole = table.filter(pc.not_equal(table["source_row"], last))
+            if whole.num_rows:
+                table = whole
+        after = table["id"][-1].as_py()
+        yield table
         if complete:
             return
+
+
+def _chunk_reader():
+    return _copy_chunk if connection.vendor == "postgresql" else _orm_chunk
+
+
+def _orm_chunk(page, names: list[str]) -> pa.Table:
+    """One page of lines through the ORM (Python objects per value): the portable path."""
+    types = _arrow_types()
+    rows = list(page.values_list(*names))
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+    arrays = []
+    for name, values in zip(names, columns, strict=True):
+        if name in JSON_COLUMNS:
+            values = [json.dumps(v) if v else None for v in values]
+        arrays.append(pa.array(values, types[name]))
+    return pa.table(arrays, names=names)
+
+
+# jsonb's text is what json.dumps writes of the value the ORM reads, except for numbers (a float
+# parsed and written again: 1.50 is 1.5), characters outside printable ASCII (json.dumps escapes
+# them) and a value that is not an object; a text that may hold one of these (a string that
+# merely looks like it too) goes through json as the ORM's path does.
+_JSON_REDO = r"[^\x20-\x7e]|(: |\[|, )-?[0-9]|^[^{]"
+
+
+def _copy_chunk(page, names: list[str]) -> pa.Table:
+    """One page of lines by `COPY (SELECT ...) TO STDOUT` in CSV, parsed by Arrow: no Python
+    object per value. The SELECT is the queryset's own, with the JSON columns as jsonb's text."""
+    types = _arrow_types()
+    fields = [f"copy_{name}" if name in JSON_COLUMNS else name for name in names]
+    texts = {f"copy_{name}": Cast(name, TextField()) for name in JSON_COLUMNS if name in names}
+    query = page.annotate(**texts).values_list(*fields).query
+    sql, params = query.sql_with_params()
+    data = bytearray()
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        statement = psycopg.ClientCursor(raw.connection).mogrify(sql, params)
+        with raw.copy(f"COPY ({statement}) TO STDOUT WITH (FORMAT csv)") as copy:
+            while block := copy.read():
+                data += block
+    column_types = {name: types[name] for name in names}
+    if not data:
+        return pa.schema(column_types.items()).empty_table()
+    table = pcsv.read_csv(
+        pa.py_buffer(data),
+        read_options=pcsv.ReadOptions(column_names=names, block_size=1 << 24),
+        parse_options=pcsv.ParseOptions(newlines_in_values=True),
+        convert_options=pcsv.ConvertOptions(
+            column_types=column_types,
+            null_values=[""],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+    table = table.combine_chunks()
+    for name in JSON_COLUMNS:
+        if name in names:
+            at = names.index(name)
+            table = table.set_column(at, name, _json_texts(table[name].combine_chunks()))
+    return table
+
+
+def _json_texts(texts: pa.Array) -> pa.Array:
+    """jsonb's text of a JSON column as the ORM's path has it: json.dumps of the value, None for
+    an empty one."""
+    texts = pc.if_else(pc.equal(texts, "{}"), pa.scalar(None, pa.string()), texts)
+    redo = pc.fill_null(pc.match_substring_regex(texts, _JSON_REDO), False)
+    if not pc.any(redo).as_py():
+        return texts
+    values = texts.to_pylist()
+    for at in pc.indices_nonzero(redo).to_pylist():
+        value = json.loads(values[at])
+        values[at] = json.dumps(value) if value else None
+    return pa.array(values, pa.string())
 
 
 @dataclass
@@ -1111,15 +1196,7 @@ def _reattribute(
     update = diff.update
     rewrite_rows = diff.rewrite_rows
     if update.num_rows:
-        values = update.select(
-            ["project_id", "experiment_id", "deployment_id", "workload", "attributed_by", "id"]
-        ).to_pylist()
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                f"UPDATE {CostLineItem._meta.db_table} SET project_id = %s, experiment_id = %s, "
-                "deployment_id = %s, workload = %s, attributed_by = %s WHERE id = %s",
-                [tuple(v.values()) for v in values],
-            )
+        _update_attribution(update.select(["id", *ATTRIBUTION_UPDATE]))
         days.update(line_days(update).to_pylist())
     if rewrite_rows:
         wanted = pa.array(sorted(rewrite_rows), pa.int64())
@@ -1133,6 +1210,39 @@ def _reattribute(
         sink.pause()
         days.update(line_days(rewritten).to_pylist())
     return _record_moves(diff, moves)
+
+
+ATTRIBUTION_UPDATE = ["project_id", "experiment_id", "deployment_id", "workload", "attributed_by"]
+
+
+def _update_attribution(changes: pa.Table) -> None:
+    """Write the new attribution of whole lines (columns `id` and ATTRIBUTION_UPDATE).
+
+    On PostgreSQL the changes are copied into a temporary table and applied by one UPDATE ...
+    FROM: one statement per line (executemany) was most of a re-attribution's time. The table
+    lives until the delivery's transaction ends."""
+    line_table = CostLineItem._meta.db_table
+    assignments = ", ".join(f"{name} = changed.{name}" for name in ATTRIBUTION_UPDATE)
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"UPDATE {line_table} SET {', '.join(f'{n} = %s' for n in ATTRIBUTION_UPDATE)} "
+                "WHERE id = %s",
+                [(*row[1:], row[0]) for row in zip(*changes.to_pydict().values(), strict=True)],
+            )
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMPORARY TABLE IF NOT EXISTS reattributed_lines (id bigint PRIMARY KEY, "
+            "project_id bigint, experiment_id bigint, deployment_id bigint, "
+            "workload varchar(20) NOT NULL, attributed_by varchar(10) NOT NULL) ON COMMIT DROP"
+        )
+        cursor.execute("TRUNCATE reattributed_lines")
+        copy_table("reattributed_lines", changes)
+        cursor.execute(
+            f"UPDATE {line_table} AS line SET {assignments} FROM reattributed_lines AS changed "
+            "WHERE line.id = changed.id"
+        )
 
 
 def _merge_parts(lines: pa.Table, rows: set[int]) -> pa.Table:

@@ -586,6 +586,8 @@ class DailyResourceCost(models.Model):
         indexes = [
             models.Index(fields=["day"], name="dailyresource_day_idx"),
             models.Index(fields=["resource_id", "day"], name="dailyresource_resource_idx"),
+            # Unattributed spend is the rows without a project (project IS NULL, by day).
+            models.Index(fields=["project", "day"], name="dailyresource_project_day_idx"),
         ]
 
     def __str__(self) -> str:

@@ -2,6 +2,7 @@ import copy
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -18,6 +19,9 @@ from costsite.htmx import form_page, redirect_after_save
 from . import selectors, services
 from .charts import traffic_chart
 from .forms import DeploymentForm, MLModelForm
+
+# A model trained again and again has hundreds of runs: the page lists them a page at a time.
+RUNS_PER_PAGE = 25
 
 
 def _crumbs(project, *more: tuple[str, str]) -> list[tuple[str, str]]:
@@ -41,7 +45,9 @@ def model_detail(request: HttpRequest, model_pk: int) -> HttpResponse:
             **spend,
             "model": model,
             "project": model.project,
-            "experiments": selectors.model_experiments(model=model, user=request.user),
+            "experiments": Paginator(
+                selectors.model_experiments(model=model, user=request.user), RUNS_PER_PAGE
+            ).get_page(request.GET.get("runs")),
             "deployments": selectors.model_deployments(model=model, user=request.user),
         },
     )

@@ -1,3 +1,5 @@
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.urls import reverse
 
@@ -24,6 +26,26 @@ def test_the_model_page_lists_the_runs_that_produce_it_and_the_deployments_that_
     assert [d.name for d in response.context["deployments"]] == ["ranker-prod"]
     page = response.content.decode()
     assert "ranker-v2-train" in page and "ranker-prod" in page and "unrelated-run" not in page
+
+
+def test_the_model_page_lists_its_runs_a_page_at_a_time_newest_first(member_client, project):
+    model = ModelFactory(project=project, name="ranker-v2")
+    for n in range(27):
+        ExperimentFactory(
+            project=project,
+            model=model,
+            name=f"train-{n:02d}",
+            started_at=datetime(2025, 1, 1, tzinfo=UTC) + timedelta(days=n),
+        )
+    url = reverse("model_detail", args=[model.pk])
+    first = member_client.get(url)
+    assert [e.name for e in first.context["experiments"]][:2] == ["train-26", "train-25"]
+    assert len(first.context["experiments"]) == 25
+    page = first.content.decode()
+    assert 'Produced by <small class="muted">27</small>' in page
+    assert "Page 1 of 2" in page and 'href="?runs=2#produced"' in page
+    second = member_client.get(url, {"runs": 2})
+    assert [e.name for e in second.context["experiments"]] == ["train-01", "train-00"]
 
 
 def test_the_model_page_hides_runs_and_deployments_of_projects_the_viewer_cannot_see(

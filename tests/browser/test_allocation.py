@@ -101,13 +101,11 @@ def test_staff_preview_a_rule_save_it_and_watch_the_re_attribution_reach_done(
     seen = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        state = page.locator("#run-status .run-state")
-        seen.append(
-            (
-                state.get_attribute("data-status"),
-                page.locator("#run-status").get_attribute("hx-get"),
-            )
+        # Both in one read: htmx may swap the element between two separate reads.
+        status, hx_get = page.locator("#run-status").evaluate(
+            "box => [box.querySelector('.run-state').dataset.status, box.getAttribute('hx-get')]"
         )
+        seen.append((status, hx_get))
         if seen[-1][0] == "succeeded":
             break
         page.wait_for_timeout(200)

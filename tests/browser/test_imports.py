@@ -68,8 +68,11 @@ def test_staff_upload_a_bill_and_watch_its_import_reach_done(
     seen = []
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        live = page.locator("#run-live")
-        seen.append((live.get_attribute("data-status"), live.get_attribute("hx-trigger")))
+        # Both attributes in one read: htmx may swap the element between two separate reads.
+        status, trigger = page.locator("#run-live").evaluate(
+            "live => [live.dataset.status, live.getAttribute('hx-trigger')]"
+        )
+        seen.append((status, trigger))
         if seen[-1][0] == "succeeded":
             break
         page.wait_for_timeout(200)

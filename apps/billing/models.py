@@ -169,7 +169,28 @@ class SourceObject(models.Model):
         return f"{self.source}: {self.key}"
 
 
-class ImportRun(models.Model):
+class TrackedRun(models.Model):
+    """What an import run and a re-attribution run share: who started it, when it ran, the
+    heartbeat by which a stale one is claimed again, and the error it ended with."""
+
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Last sign of life of the process running it; a stale one may be claimed again.",
+    )
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class ImportRun(TrackedRun):
     """One import of one or more files, all or nothing: it loads inside one transaction."""
 
     class Status(models.TextChoices):
@@ -214,18 +235,6 @@ class ImportRun(models.Model):
         blank=True,
         help_text="One summary per delivery (or per file that failed), as the command prints them.",
     )
-    error = models.TextField(blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(
-        null=True,
-        blank=True,
-        help_text="Last sign of life of the process running it; a stale one may be claimed again.",
-    )
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]
@@ -248,7 +257,7 @@ class ImportRun(models.Model):
         return None
 
 
-class AttributionRun(models.Model):
+class AttributionRun(TrackedRun):
     """One re-attribution of the history after an alias, a rule or a registered resource changed.
 
     Its progress (deliveries done of those in scope) is written as it goes, so the allocation page
@@ -274,18 +283,6 @@ class AttributionRun(models.Model):
         blank=True,
         help_text="The spend that changed owner: per direction (from, to), owner and currency.",
     )
-    error = models.TextField(blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(
-        null=True,
-        blank=True,
-        help_text="Last sign of life of the process running it; a stale one may be claimed again.",
-    )
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]

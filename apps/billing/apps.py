@@ -22,6 +22,12 @@ class BillingConfig(AppConfig):
     label = "billing"
 
     def ready(self) -> None:
+        from apps.projects.ports import ownership_changed
+
+        from .services import attribution_schedule
+
+        # Who used what changed (a resource id, an alias, a rule): re-attribute that history.
+        ownership_changed.register(attribution_schedule)
         post_migrate.connect(
             _schedules_ensure, sender=self, dispatch_uid="billing_schedules_ensure"
         )

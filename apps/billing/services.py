@@ -32,6 +32,8 @@ from django.db.models import Max, Min, Q, TextField
 from django.db.models.functions import Cast, Lower
 from django.utils import timezone
 
+from apps.projects.ports import spend_data_changed
+
 from .attribution import ATTRIBUTION_COLUMNS, SPLIT_COLUMNS, Attributor
 from .errors import (
     BillingFileError,
@@ -571,6 +573,7 @@ class _Importer:
             delivery.save()
             rollups.write(delivery_ids=[delivery.pk])
             monthly_rebuild(delivery_id=delivery.pk)
+            _announce_delivery(delivery, current)
             result.update(
                 status="succeeded",
                 delivery=delivery.pk,
@@ -603,6 +606,25 @@ class _Importer:
             )
         except Exception:  # progress is advice: never let it fail the import
             logger.warning("import run %s: progress not written", self.run_row.pk, exc_info=True)
+
+
+def _announce_delivery(delivery: Delivery, replaced: Delivery | None) -> None:
+    """Tell the higher apps which whole UTC days the new delivery (and the one it replaced)
+    covers: its billing period and every charge in it."""
+    starts, ends = [], []
+    for item in (delivery, replaced):
+        if item is None:
+            continue
+        starts += [item.billing_period_start, item.first_charge_period_start]
+        ends += [item.billing_period_end, item.max_charge_period_end]
+    start = min(moment for moment in starts if moment is not None)
+    end = max(moment for moment in ends if moment is not None)
+    end_day = _day_start(end)
+    spend_data_changed.announce(
+        start=_day_start(start).date(),
+        end=(end_day if end_day == end else end_day + timedelta(days=1)).date(),
+        reason="delivery",
+    )
 
 
 def _lock_periods(keys: list[tuple[str, datetime]]) -> None:
@@ -938,6 +960,11 @@ def _refresh_delivery(
             end=_day_start(max(days)) + timedelta(days=1),
         )
         monthly_rebuild(delivery_id=delivery_id)
+        spend_data_changed.announce(
+            start=_day_start(min(days)).date(),
+            end=(_day_start(max(days)) + timedelta(days=1)).date(),
+            reason="reattribution",
+        )
     return changed
 
 

@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from apps.projects.admin import AnnouncesResourceUse, AnnouncesResourceUses
+
 from .models import Deployment, DeploymentResource, Model
 
 
@@ -28,7 +30,7 @@ class DeploymentResourceInline(admin.TabularInline):
 
 
 @admin.register(Deployment)
-class DeploymentAdmin(admin.ModelAdmin):
+class DeploymentAdmin(AnnouncesResourceUses, admin.ModelAdmin):
     list_display = [
         "name",
         "model",
@@ -77,7 +79,7 @@ class DeploymentAdmin(admin.ModelAdmin):
 
 
 @admin.register(DeploymentResource)
-class DeploymentResourceAdmin(admin.ModelAdmin):
+class DeploymentResourceAdmin(AnnouncesResourceUse, admin.ModelAdmin):
     list_display = ["resource_id", "deployment", "started_at", "ended_at"]
     search_fields = ["resource_id", "deployment__name"]
     list_filter = ["deployment__project__team"]

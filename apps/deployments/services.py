@@ -7,7 +7,6 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from apps.billing.services import attribution_schedule
 from apps.experiments.services import hardware_and_window_errors
 from apps.projects.models import Project
 from apps.projects.services import (
@@ -124,8 +123,8 @@ def deployment_update(
 def _resources_replace(*, deployment: Deployment, resource_ids: Iterable[str]) -> set[str]:
     """The one place a deployment's resource ids change.
 
-    Returns the ids added or removed: the billed history of exactly these resources is what must be
-    attributed again when the list changes.
+    Returns the ids added or removed; `resource_uses_replace` announces them, so the billed
+    history of exactly these resources is attributed again (pages and API alike).
     """
     return resource_uses_replace(uses=deployment.resources, resource_ids=resource_ids)
 
@@ -233,10 +232,8 @@ def _deployment_register(
         raise ValidationError(errors)
     deployment.save()
     if resources is not None:
-        changed = resource_windows_replace(uses=deployment.resources, windows=resources)
-        if changed:
-            # Spend already billed on these resources belongs elsewhere now.
-            attribution_schedule(resource_ids=sorted(changed))
+        # Announces the changed ids: their billed history belongs elsewhere now.
+        resource_windows_replace(uses=deployment.resources, windows=resources)
     return DeploymentRegistration(deployment=deployment, created=created)
 
 

@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from apps.projects.admin import AnnouncesResourceUse, AnnouncesResourceUses
+
 from .models import Experiment, ExperimentResource
 
 
@@ -10,7 +12,7 @@ class ExperimentResourceInline(admin.TabularInline):
 
 
 @admin.register(Experiment)
-class ExperimentAdmin(admin.ModelAdmin):
+class ExperimentAdmin(AnnouncesResourceUses, admin.ModelAdmin):
     list_display = [
         "name",
         "project",
@@ -53,7 +55,7 @@ class ExperimentAdmin(admin.ModelAdmin):
 
 
 @admin.register(ExperimentResource)
-class ExperimentResourceAdmin(admin.ModelAdmin):
+class ExperimentResourceAdmin(AnnouncesResourceUse, admin.ModelAdmin):
     list_display = ["resource_id", "experiment", "started_at", "ended_at"]
     search_fields = ["resource_id", "experiment__name"]
     list_filter = ["experiment__project__team"]

@@ -7,7 +7,6 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from apps.billing.services import attribution_schedule
 from apps.deployments.models import Model
 from apps.projects.models import Project
 from apps.projects.services import (
@@ -100,8 +99,8 @@ def experiment_update(
 def _resources_replace(*, experiment: Experiment, resource_ids: Iterable[str]) -> set[str]:
     """The one place an experiment's resource ids change.
 
-    Returns the ids added or removed: the billed history of exactly these resources is what must be
-    attributed again when the list changes.
+    Returns the ids added or removed; `resource_uses_replace` announces them, so the billed
+    history of exactly these resources is attributed again (pages and API alike).
     """
     return resource_uses_replace(uses=experiment.resources, resource_ids=resource_ids)
 
@@ -210,10 +209,8 @@ def _experiment_register(
         raise ValidationError(errors)
     experiment.save()
     if resources is not None:
-        changed = resource_windows_replace(uses=experiment.resources, windows=resources)
-        if changed:
-            # Spend already billed on these resources belongs elsewhere now.
-            attribution_schedule(resource_ids=sorted(changed))
+        # Announces the changed ids: their billed history belongs elsewhere now.
+        resource_windows_replace(uses=experiment.resources, windows=resources)
     return ExperimentRegistration(experiment=experiment, created=created)
 
 

@@ -19,6 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.accounts.models import Organization
+from apps.projects.ports import spend_data_changed
 
 from .formats import FORMATS, GpuInfo, GpuMetricsError, ParseContext, detect_format, parse
 from .models import Gpu, GpuHour, HostMapping, MetricImport, MetricSource
@@ -310,6 +311,13 @@ def gpu_metrics_load(*, inputs: list[MetricInput]) -> ImportOutcome:
     outcome.samples = builder.samples
     outcome.hours = len(packed)
     outcome.gpus = len(set((packed >> 32).tolist()))
+    if len(packed):
+        hours = packed & 0xFFFFFFFF
+        spend_data_changed.announce(
+            start=hour_start(int(hours.min())).date(),
+            end=hour_start(int(hours.max())).date() + timedelta(days=1),
+            reason="gpu_import",
+        )
     return outcome
 
 

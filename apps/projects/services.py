@@ -7,12 +7,11 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from apps.accounts.models import Team
-from apps.billing.models import AttributionRun
-from apps.billing.services import attribution_schedule
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
 
 from .models import AllocationRule, Project, TagKeyAlias
+from .ports import ownership_changed
 
 
 @transaction.atomic
@@ -48,13 +47,55 @@ def project_update(
     return project
 
 
+def ownership_announce(
+    *,
+    resource_ids: Iterable[str] | None = None,
+    reason: str = "",
+    created_by: AbstractBaseUser | None = None,
+) -> list[object]:
+    """Say that who used what changed: the one function pages, API and admin call.
+
+    `resource_ids` are the ids whose owner may have changed (None: all history, after an alias,
+    a rule or a project changed). Every handler of `ownership_changed` hears it (billing
+    re-attributes the history, after the commit); returns their results in order.
+    """
+    ids = None if resource_ids is None else sorted(set(resource_ids))
+    return ownership_changed.announce(resource_ids=ids, reason=reason, created_by=created_by)
+
+
+def _uses_changed(*, uses, changed: set[str]) -> None:
+    """The billed history of these resources may belong elsewhere now."""
+    if changed:
+        owner = uses.instance
+        ownership_announce(
+            resource_ids=changed,
+            reason=f"Resources of the {owner._meta.verbose_name} “{owner}” changed",
+        )
+
+
+def resource_uses_changed(*, uses, before: Iterable[tuple]) -> set[str]:
+    """After an edit that bypassed the two functions below (the admin's inline rows), announce
+    the ids whose use changed since `before` (the owner's `resource_uses_snapshot`)."""
+    before = set(before)
+    after = set(resource_uses_snapshot(uses=uses))
+    changed = {use[0] for use in before ^ after}
+    _uses_changed(uses=uses, changed=changed)
+    return changed
+
+
+def resource_uses_snapshot(*, uses) -> list[tuple]:
+    """The owner's resource uses as (resource id, start, end) tuples."""
+    return list(uses.values_list("resource_id", "started_at", "ended_at"))
+
+
 def resource_uses_replace(*, uses, resource_ids: Iterable[str]) -> set[str]:
     """Make the resource ids of one owner (an experiment's or a deployment's `resources`
     manager) exactly `resource_ids`, and return the ids that were added or removed.
 
     Ids that stay keep their rows, and with them any usage window set on them (in the admin or by
-    a script), so editing the list on a page never loses that detail. Callers run inside their own
-    transaction.
+    a script), so editing the list on a page never loses that detail. The changed ids are
+    announced (`ownership_announce`): their billed history is attributed again after the commit.
+    Callers run inside their own transaction.
     """
     wanted = list(dict.fromkeys(resource_ids))
     current = set(uses.values_list("resource_id", flat=True))
@@ -67,7 +108,9 @@ def resource_uses_replace(*, uses, resource_ids: Iterable[str]) -> set[str]:
         uses.model.objects.bulk_create(
             [uses.model(**{owner_field: uses.instance, "resource_id": rid}) for rid in added]
         )
-    return removed | set(added)
+    changed = removed | set(added)
+    _uses_changed(uses=uses, changed=changed)
+    return changed
 
 
 @dataclass(frozen=True)
@@ -92,7 +135,8 @@ def resource_windows_replace(*, uses, windows: Iterable[ResourceWindow]) -> set[
     knows when it used what), and return the ids added, removed or whose window changed.
 
     A use is known by its resource id and start, so the same id may appear in several windows; a
-    use whose end moved is updated in place. Callers run inside their own transaction.
+    use whose end moved is updated in place. The changed ids are announced, as above. Callers run
+    inside their own transaction.
     """
     wanted = {(window.resource_id, window.started_at): window for window in windows}
     current = {(use.resource_id, use.started_at): use for use in uses.all()}
@@ -121,20 +165,23 @@ def resource_windows_replace(*, uses, windows: Iterable[ResourceWindow]) -> set[
                 for window in new
             ]
         )
-    return {use.resource_id for use in stale + moved} | {window.resource_id for window in new}
+    changed = {use.resource_id for use in stale + moved} | {window.resource_id for window in new}
+    _uses_changed(uses=uses, changed=changed)
+    return changed
 
 
 # -- tag key aliases and allocation rules -----------------------------------------------------
 # Both decide who owns past spend: every change re-attributes the whole history, in a tracked
-# run (apps.billing.models.AttributionRun) that starts once the change commits.
+# run (billing's, through the `ownership_changed` port) that starts once the change commits.
 
 
 @dataclass(frozen=True)
 class Reattributed:
-    """A saved (or deleted) alias or rule and the re-attribution it scheduled."""
+    """A saved (or deleted) alias or rule and the re-attribution it scheduled (billing's
+    `AttributionRun`, which billing's handler of `ownership_changed` returns)."""
 
     subject: TagKeyAlias | AllocationRule
-    run: AttributionRun
+    run: object
 
 
 def _check_owner(
@@ -147,10 +194,10 @@ def _check_owner(
             raise ValueError(f"“{owner}” is not in the project “{project}”.")
 
 
-def _reattribute(*, reason: str, created_by: AbstractBaseUser | None) -> AttributionRun:
-    run = attribution_schedule(reason=reason, created_by=created_by)
-    assert run is not None  # all history: always a run
-    return run
+def _reattribute(*, reason: str, created_by: AbstractBaseUser | None) -> object:
+    runs = [r for r in ownership_announce(reason=reason, created_by=created_by) if r is not None]
+    assert len(runs) == 1, runs  # billing's re-attribution of all history: always one run
+    return runs[0]
 
 
 @transaction.atomic

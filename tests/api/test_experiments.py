@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import pytest
 import time_machine
 
+from apps.billing.models import AttributionRun
 from apps.experiments.models import Experiment, ExperimentResource, MetricPoint
 from tests.factories import ExperimentFactory, ModelFactory, ProjectFactory
 
@@ -471,17 +472,11 @@ def test_metrics_for_an_unregistered_run_are_a_404(member_api, project):
     assert answer.status == 404
 
 
-def test_changed_resources_have_their_billed_history_attributed_again(
-    member_api, project, monkeypatch
-):
-    scheduled = []
-    monkeypatch.setattr(
-        "apps.experiments.services.attribution_schedule",
-        lambda *, resource_ids: scheduled.append(resource_ids),
-    )
+def test_changed_resources_have_their_billed_history_attributed_again(member_api, project):
     member_api.put(RUN, {"resources": [{"resource_id": "i-1"}, {"resource_id": "i-2"}]})
     member_api.put(RUN, {"resources": [{"resource_id": "i-2"}, {"resource_id": "i-3"}]})
     member_api.put(RUN, {"name": "no resources sent"})
     member_api.put(RUN, {"resources": [{"resource_id": "i-2"}, {"resource_id": "i-3"}]})
     member_api.put(RUN, {"resources": [{"resource_id": "i-2", "ended_at": "2025-03-01T10:00:00Z"}]})
-    assert scheduled == [["i-1", "i-2"], ["i-1", "i-3"], ["i-2", "i-3"]]
+    scheduled = AttributionRun.objects.order_by("pk").values_list("resource_ids", flat=True)
+    assert list(scheduled) == [["i-1", "i-2"], ["i-1", "i-3"], ["i-2", "i-3"]]

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import pytest
 import time_machine
 
+from apps.billing.models import AttributionRun
 from apps.deployments.models import Deployment, DeploymentResource, Model, TrafficHour
 from tests.factories import DeploymentFactory, ModelFactory, ProjectFactory
 
@@ -305,13 +306,9 @@ def test_reading_traffic_gives_the_last_seven_days_or_the_range_asked(member_api
     assert backwards.body["errors"] == {"end": ["The end must be after the start."]}
 
 
-def test_changed_deployment_resources_are_attributed_again(member_api, project, monkeypatch):
-    scheduled = []
-    monkeypatch.setattr(
-        "apps.deployments.services.attribution_schedule",
-        lambda *, resource_ids: scheduled.append(resource_ids),
-    )
+def test_changed_deployment_resources_are_attributed_again(member_api, project):
     DeploymentFactory(project=project, external_id="ranker-prod")
     member_api.put(SERVING, {"resources": [{"resource_id": "ep-1"}]})
     member_api.put(SERVING, {"resources": [{"resource_id": "ep-1"}]})
-    assert scheduled == [["ep-1"]]
+    scheduled = AttributionRun.objects.values_list("resource_ids", flat=True)
+    assert list(scheduled) == [["ep-1"]]

@@ -1,14 +1,22 @@
-"""Aliases and rules decide who owns past spend: an admin change re-attributes history."""
-
-from unittest import mock
+"""Aliases and rules decide who owns past spend: an admin change queues the re-attribution of
+all history (billing's run, through the `ownership_changed` port)."""
 
 import pytest
 from django.urls import reverse
 
+from apps.billing.models import AttributionRun
 from apps.projects.models import TagKeyAlias
 from tests.factories import ProjectFactory
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(databases=["default", "progress"])
+
+
+def queued() -> list[tuple]:
+    return list(
+        AttributionRun.objects.order_by("pk").values_list(
+            "status", "resource_ids", "reason", "created_by__username"
+        )
+    )
 
 
 @pytest.fixture
@@ -18,40 +26,53 @@ def staff_client(client, django_user_model):
     return client
 
 
-def test_adding_a_tag_key_alias_in_the_admin_schedules_reattribution_of_all_history(staff_client):
-    with mock.patch("apps.projects.admin.attribution_schedule") as schedule:
+def test_adding_a_tag_key_alias_in_the_admin_schedules_reattribution_of_all_history(
+    staff_client, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks() as callbacks:
         response = staff_client.post(
             reverse("admin:projects_tagkeyalias_add"), {"dimension": "project", "key": "ml-project"}
         )
     assert response.status_code == 302
     assert TagKeyAlias.objects.filter(key="ml-project").count() == 1
-    schedule.assert_called_once_with()
+    assert queued() == [
+        ("queued", None, "Tag key alias “ml-project → project” added in the admin", "root")
+    ]
+    assert len(callbacks) == 1  # the task, sent once the change commits
 
 
 def test_deleting_a_tag_key_alias_in_the_admin_schedules_reattribution(staff_client):
     alias = TagKeyAlias.objects.create(dimension="project", key="team-project")
-    with mock.patch("apps.projects.admin.attribution_schedule") as schedule:
-        response = staff_client.post(
-            reverse("admin:projects_tagkeyalias_delete", args=[alias.pk]), {"post": "yes"}
-        )
+    response = staff_client.post(
+        reverse("admin:projects_tagkeyalias_delete", args=[alias.pk]), {"post": "yes"}
+    )
     assert response.status_code == 302
     assert not TagKeyAlias.objects.filter(pk=alias.pk).exists()
-    schedule.assert_called_once_with()
+    assert queued() == [
+        ("queued", None, "Tag key alias “team-project → project” deleted in the admin", "root")
+    ]
 
 
 def test_adding_an_allocation_rule_in_the_admin_schedules_reattribution(staff_client):
     project = ProjectFactory()
-    with mock.patch("apps.projects.admin.attribution_schedule") as schedule:
-        response = staff_client.post(
-            reverse("admin:projects_allocationrule_add"),
-            {
-                "name": "shared bucket",
-                "field": "resource_id",
-                "pattern": "arn:aws:s3:::shared-*",
-                "priority": 10,
-                "project": project.pk,
-                "workload": "",
-            },
-        )
+    response = staff_client.post(
+        reverse("admin:projects_allocationrule_add"),
+        {
+            "name": "shared bucket",
+            "field": "resource_id",
+            "pattern": "arn:aws:s3:::shared-*",
+            "priority": 10,
+            "project": project.pk,
+            "workload": "",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
-    schedule.assert_called_once_with()
+    assert queued() == [
+        (
+            "queued",
+            None,
+            "Allocation rule “shared bucket: resource_id ~ arn:aws:s3:::shared-*” added in the "
+            "admin",
+            "root",
+        )
+    ]

@@ -1,0 +1,47 @@
+"""The two ports: explicit registries, and exactly who is registered with each."""
+
+from datetime import date
+
+from apps.billing.services import attribution_schedule
+from apps.projects.ports import Port, ownership_changed, spend_data_changed
+
+
+def test_billing_is_the_one_handler_of_ownership_changed():
+    assert ownership_changed.handlers() == (attribution_schedule,)
+
+
+def test_nothing_is_registered_with_spend_data_changed_yet():
+    # The apps above spend (insights, digests) register here as they are built.
+    assert spend_data_changed.handlers() == ()
+
+
+def test_a_port_calls_its_handlers_in_order_and_returns_their_results():
+    port = Port("test")
+    heard = []
+
+    def first(*, start, end, reason):
+        heard.append(("first", start, end, reason))
+        return 1
+
+    def second(*, start, end, reason):
+        heard.append(("second", start, end, reason))
+        return None
+
+    port.register(first)
+    port.register(second)
+    port.register(first)  # the same handler twice is registered once
+
+    assert port.handlers() == (first, second)
+    assert port.announce(start=date(2025, 1, 1), end=date(2025, 2, 1), reason="delivery") == [
+        1,
+        None,
+    ]
+    assert heard == [
+        ("first", date(2025, 1, 1), date(2025, 2, 1), "delivery"),
+        ("second", date(2025, 1, 1), date(2025, 2, 1), "delivery"),
+    ]
+    assert repr(port) == "Port('test')"
+
+
+def test_a_port_without_handlers_announces_to_no_one():
+    assert Port("empty").announce(start=date(2025, 1, 1), end=date(2025, 1, 2), reason="x") == []

@@ -2,6 +2,7 @@
 to the cent, exactly as the API does: all of them change resource ids in one place, which
 announces the change through `ownership_changed`, and billing re-attributes after the commit."""
 
+from datetime import date
 from decimal import Decimal
 from html.parser import HTMLParser
 
@@ -10,7 +11,8 @@ from django.urls import reverse
 
 from apps.billing.models import AttributionRun
 from apps.billing.selectors import spend_totals
-from apps.billing.services import attribution_schedule
+from apps.billing.services import attribution_refresh, attribution_schedule
+from apps.projects.ports import Port
 from costsite.celery import app
 
 from .conftest import focus_line, run_import, write_focus
@@ -263,3 +265,51 @@ def test_deleting_a_resource_use_in_the_admin_gives_the_history_back(
         ([ENDPOINT], "succeeded"),
     ]
     assert by_deployment() == {None: Decimal("6.250000000000001")}
+
+
+@pytest.fixture
+def heard(monkeypatch) -> list[tuple]:
+    """What billing announces through `spend_data_changed`, heard by a handler of this test."""
+    port = Port("spend data changed")
+    heard: list[tuple] = []
+    port.register(lambda *, start, end, reason: heard.append((start, end, reason)))
+    monkeypatch.setattr("apps.billing.services.spend_data_changed", port)
+    return heard
+
+
+def test_a_loaded_delivery_announces_its_billing_period(acme, tmp_path, heard):
+    run = run_import(
+        write_focus(
+            tmp_path / "january.csv",
+            [
+                focus_line(),
+                # A charge past the period's end (a late credit) widens what changed.
+                focus_line(
+                    ChargePeriodStart="2025-02-03T22:00:00Z",
+                    ChargePeriodEnd="2025-02-03T23:00:00Z",
+                ),
+            ],
+        )
+    )
+    assert run.status == "succeeded"
+    assert heard == [(date(2025, 1, 1), date(2025, 2, 4), "delivery")]
+
+
+def test_a_replacing_delivery_announces_both_and_an_unchanged_file_nothing(acme, tmp_path, heard):
+    first = write_focus(tmp_path / "first.csv", [focus_line()])
+    run_import(first)
+    run_import(first)  # the same file again: unchanged, nothing stored changed
+    run_import(write_focus(tmp_path / "second.csv", [focus_line(EffectiveCost="2.00")]))
+    assert heard == [
+        (date(2025, 1, 1), date(2025, 2, 1), "delivery"),
+        (date(2025, 1, 1), date(2025, 2, 1), "delivery"),
+    ]
+
+
+def test_a_reattribution_announces_the_days_whose_lines_moved(history, heard):
+    history.resnet.resources.create(resource_id="i-late")
+
+    assert attribution_refresh(resource_ids=["i-late"]) == 1
+    assert attribution_refresh(resource_ids=["i-late"]) == 0  # nothing moved: nothing announced
+
+    assert heard == [(date(2025, 1, 2), date(2025, 1, 3), "reattribution")]

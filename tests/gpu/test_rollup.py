@@ -1,6 +1,6 @@
 """The hourly rollup never counts a sample twice: re-imports, overlapping windows, two sources."""
 
-from datetime import timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
@@ -8,6 +8,7 @@ from django.conf import settings
 
 from apps.gpu import rollup, services
 from apps.gpu.models import GpuHour
+from apps.projects.ports import Port
 
 from .helpers import all_hours, at, hour_values
 
@@ -185,3 +186,19 @@ def test_the_copy_path_and_the_portable_path_write_the_same_hours(load, monkeypa
     assert ten["util_mean"] == pytest.approx(
         (20 + 30 + 40 + 50 + 60 + 70 + 80 + 50 + 60 + 70 + 80) / 11
     )
+
+
+def test_an_import_announces_the_days_it_changed_and_a_repeat_nothing(load, monkeypatch):
+    port = Port("spend data changed")
+    heard = []
+    port.register(lambda *, start, end, reason: heard.append((start, end, reason)))
+    monkeypatch.setattr("apps.gpu.services.spend_data_changed", port)
+    text = HEADER + "".join(  # two days: 23:50 on the 14th and 00:10 on the 15th
+        f"{moment}.000, {U}, 50 %, 5000 MiB, 100 W\n"
+        for moment in ("2026/07/14 23:50:00", "2026/07/15 00:10:00")
+    )
+
+    load(text, "nvidia-smi", host="h")
+    load(text, "nvidia-smi", host="h")
+
+    assert heard == [(date(2026, 7, 14), date(2026, 7, 16), "gpu_import")]

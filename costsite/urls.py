@@ -15,7 +15,7 @@ urlpatterns = [
     path("", include("apps.accounts.urls")),
     path("", include("apps.api.urls")),
     path("", include("apps.gpu.urls")),
-    path("", include("apps.billing.urls")),
+    path("", include("apps.spend.urls")),
     path("", include("apps.billing.urls_sources")),
     path("", include("apps.billing.urls_imports")),
     path("", include("apps.billing.urls_allocation")),

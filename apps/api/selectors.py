@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-from apps.billing.selectors import spend_totals
+from apps.spend.selectors import spend_totals
 
 
 @dataclass(frozen=True)

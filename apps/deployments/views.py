@@ -13,7 +13,7 @@ from apps.accounts.selectors import (
     models_visible_to,
     project_for_user,
 )
-from apps.billing.views_attribution import deployment_spend, model_spend
+from apps.spend.views import deployment_spend, model_spend
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services

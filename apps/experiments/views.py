@@ -7,7 +7,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from apps.accounts.selectors import experiment_for_user, models_visible_to, project_for_user
-from apps.billing.views_attribution import experiment_spend
+from apps.spend.views import experiment_spend
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services

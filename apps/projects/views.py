@@ -13,7 +13,7 @@ from apps.accounts.selectors import (
     project_for_user,
     teams_led_by,
 )
-from apps.billing.views_attribution import overview, project_spend
+from apps.spend.views import overview, project_spend
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
@@ -35,7 +35,7 @@ PROJECT_COLUMNS = [
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    """The spend overview (apps/billing/views_attribution.py): the first thing a lead opens."""
+    """The spend overview (apps/spend/views.py): the first thing a lead opens."""
     return overview(request)
 
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from apps.billing.csv_export import safe_cell
+from apps.spend.csv_export import safe_cell
 
 from .conftest import BUCKET
 

@@ -5,7 +5,7 @@ from datetime import date
 import pytest
 from django.http import QueryDict
 
-from apps.billing.filters import Period, preset_period, spend_filters_from
+from apps.spend.filters import Period, preset_period, spend_filters_from
 
 TODAY = date(2025, 3, 20)
 

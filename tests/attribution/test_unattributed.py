@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 
 from apps.billing.models import DailyCost
-from apps.billing.selectors import spend_totals
 from apps.billing.services import import_run_create, import_run_execute
 from apps.projects.models import AllocationRule
+from apps.spend.selectors import spend_totals
 from costsite.celery import app
 from tests.factories import ExperimentFactory
 

@@ -13,7 +13,6 @@ import pytest
 import time_machine
 
 from apps.billing.models import AttributionRun, CostLineItem
-from apps.billing.selectors import spend_totals
 from apps.billing.selectors_allocation import Movement, attribution_run_movement
 from apps.billing.services import attribution_run_execute
 from apps.billing.services_allocation import (
@@ -23,6 +22,7 @@ from apps.billing.services_allocation import (
 )
 from apps.projects import services as project_services
 from apps.projects.models import AllocationRule, TagKeyAlias
+from apps.spend.selectors import spend_totals
 
 from .conftest import focus_line, run_import, when, write_focus
 

@@ -8,8 +8,8 @@ import pytest
 from django.db import connections
 
 from apps.billing.models import Delivery, ImportRun
-from apps.billing.selectors import spend_totals
 from apps.billing.services import _Importer, import_run_create, import_run_execute
+from apps.spend.selectors import spend_totals
 
 from .conftest import focus_line, write_focus
 

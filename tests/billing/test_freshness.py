@@ -8,9 +8,10 @@ import pytest
 import time_machine
 from django.urls import reverse
 
-from apps.billing import freshness, selectors, services_sources
+from apps.billing import freshness, services_sources
 from apps.billing.models import BillingSource, ImportRun
 from apps.billing.services import import_run_create, import_run_execute
+from apps.spend import selectors
 
 from .conftest import focus_line, run_import, write_focus
 

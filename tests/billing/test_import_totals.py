@@ -8,9 +8,9 @@ import pytest
 
 from apps.billing.loader import rollups_rebuild
 from apps.billing.models import CostLineItem, DailyCost, DailyResourceCost, Delivery, ImportRun
-from apps.billing.selectors import spend_totals
 from apps.experiments.models import ExperimentResource
 from apps.projects.models import AllocationRule
+from apps.spend.selectors import spend_totals
 
 from .conftest import focus_line, run_import, when, write_focus
 

@@ -8,11 +8,11 @@ from decimal import Decimal
 import pytest
 from django.db.models import Q, Sum
 
-from apps.billing.filters import Period
 from apps.billing.models import DailyCost, MonthlyCost
-from apps.billing.selectors import RollupPlan, rollup_plan, rollup_rows
 from apps.billing.services import attribution_refresh
 from apps.projects.models import AllocationRule
+from apps.spend.filters import Period
+from apps.spend.selectors import RollupPlan, rollup_plan, rollup_rows
 
 from .conftest import focus_line, run_import, write_focus
 

@@ -10,9 +10,9 @@ import pytest
 from django.urls import reverse
 
 from apps.billing.models import AttributionRun
-from apps.billing.selectors import spend_totals
 from apps.billing.services import attribution_refresh, attribution_schedule
 from apps.projects.ports import Port
+from apps.spend.selectors import spend_totals
 from costsite.celery import app
 
 from .conftest import focus_line, run_import, write_focus

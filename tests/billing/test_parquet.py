@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from apps.billing.models import CostLineItem, DailyCost, DailyResourceCost, Delivery
-from apps.billing.selectors import spend_totals
+from apps.spend.selectors import spend_totals
 
 from .conftest import COLUMNS, focus_line, run_import, write_focus
 

@@ -6,10 +6,10 @@ from decimal import Decimal
 import pytest
 
 from apps.billing.models import CostLineItem, DailyResourceCost
-from apps.billing.selectors import spend_totals
 from apps.billing.services import attribution_refresh, attribution_schedule
 from apps.experiments.models import ExperimentResource
 from apps.projects.models import AllocationRule, TagKeyAlias
+from apps.spend.selectors import spend_totals
 from costsite.celery import app
 
 from .conftest import focus_line, run_import, when, write_focus

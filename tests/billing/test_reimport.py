@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 
 from apps.billing.models import CostLineItem, DailyCost, Delivery, ImportRun
-from apps.billing.selectors import spend_totals
+from apps.spend.selectors import spend_totals
 
 from .conftest import focus_line, run_import, write_focus
 

@@ -6,10 +6,10 @@ the CSV exports keep the exact decimals.
 
 from decimal import ROUND_HALF_UP, Decimal
 
+from apps.billing.models import CostKind
 from apps.projects.models import Workload
 from costsite.charts import WORKLOAD_COLOURS, Chart, chart_from_figure
 
-from .models import CostKind
 from .selectors import Pareto, SpendSeries
 
 # Cost kinds get their own palette; workloads keep theirs everywhere (costsite/charts.py).

@@ -1,6 +1,6 @@
-"""Reads of the billing app: import runs, deliveries, spend totals, and every figure of the
-attribution pages (the overview, a project's, a model's, an experiment's and a deployment's spend,
-unattributed spend).
+"""Reads of spend (billing writes what they read): import runs, deliveries, spend totals, and
+every figure of the attribution pages (the overview, a project's, a model's, an experiment's and a
+deployment's spend, unattributed spend).
 
 Pages read the rollups only: DailyCost (MonthlyCost for the whole months of a long range),
 DailyResourceCost, the hourly GPU rollup and the hourly traffic. Each selector is one grouped
@@ -35,13 +35,20 @@ from django.db.models.functions import Coalesce
 
 from apps.accounts.models import Team
 from apps.accounts.selectors import projects_visible_to, teams_led_by
+from apps.billing.models import (
+    CostKind,
+    DailyCost,
+    DailyResourceCost,
+    Delivery,
+    ImportRun,
+    MonthlyCost,
+)
 from apps.deployments.models import Deployment, DeploymentResource, Model, TrafficHour
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.gpu.models import Gpu, GpuHour, HostMapping
 from apps.projects.models import Project, Workload
 
 from .filters import Period, days_in_month, month_start, previous_month_start
-from .models import CostKind, DailyCost, DailyResourceCost, Delivery, ImportRun, MonthlyCost
 
 ZERO = Decimal(0)
 CENT = Decimal("0.01")

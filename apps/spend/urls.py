@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import views_attribution as views
+from . import views
 
 urlpatterns = [
     path("spend.csv", views.overview_export, name="overview_export"),

@@ -1,7 +1,7 @@
 """The attribution pages: the overview (home), unattributed spend, and the spend sections of the
 project, model, experiment and deployment pages (their views call the `*_spend` helpers here).
 
-Every page takes its date range and filters from the URL (apps/billing/filters.py). A request htmx
+Every page takes its date range and filters from the URL (apps/spend/filters.py). A request htmx
 makes for the `#spend` element gets that part of the page only; every table has a CSV export at
 `…/spend.csv?table=<name>&<the same filters>`.
 """
@@ -28,15 +28,16 @@ from apps.accounts.selectors import (
     projects_editable_by,
     projects_visible_to,
 )
+from apps.billing import freshness
+from apps.billing.services_attribution import unattributed_claim as claim_service
 from apps.projects.models import AllocationRule, Project, Workload
 from costsite.htmx import redirect_after_save
 
-from . import freshness, selectors
+from . import selectors
 from .charts import pareto_chart, spend_over_time_chart
 from .csv_export import csv_response
 from .filters import SpendFilters, spend_filters_from
-from .forms_attribution import ClaimForm
-from .services_attribution import unattributed_claim as claim_service
+from .forms import ClaimForm
 
 UNATTRIBUTED_PER_PAGE = 25
 MOVERS = 5  # per kind on a page; the CSV has every change
@@ -145,7 +146,7 @@ def overview_context(request: HttpRequest) -> dict:
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
-    template = "billing/overview.html#spend" if _wants_spend(request) else "billing/overview.html"
+    template = "spend/overview.html#spend" if _wants_spend(request) else "spend/overview.html"
     return render(request, template, overview_context(request))
 
 
@@ -623,7 +624,7 @@ def unattributed_context(request: HttpRequest, *, claim_form: ClaimForm | None =
 def unattributed(request: HttpRequest) -> HttpResponse:
     _require_unattributed(request)
     template = (
-        "billing/unattributed.html#spend" if _wants_spend(request) else "billing/unattributed.html"
+        "spend/unattributed.html#spend" if _wants_spend(request) else "spend/unattributed.html"
     )
     return render(request, template, unattributed_context(request))
 
@@ -653,7 +654,7 @@ def unattributed_claim(request: HttpRequest) -> HttpResponse:
         claim = claim_service(created_by=request.user, **form.claim_arguments())
         messages.success(request, form.moved_message(claim, currency=_org(request).currency))
         return redirect_after_save(request, back)
-    template = "billing/claim.html#claim-form" if request.htmx else "billing/claim.html"
+    template = "spend/claim.html#claim-form" if request.htmx else "spend/claim.html"
     return render(
         request,
         template,

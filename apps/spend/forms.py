@@ -5,12 +5,11 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from apps.accounts.templatetags.costsite import money
+from apps.billing.services_attribution import Claim
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
 from apps.projects.models import AllocationRule, Project
 from costsite.forms import SiteForm
-
-from .services_attribution import Claim
 
 
 class ClaimForm(SiteForm):

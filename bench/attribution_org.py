@@ -213,8 +213,8 @@ def build_organisation(rng: random.Random, start: datetime, end: datetime) -> di
 
 
 def bill_resources(org: dict, rng: random.Random, scale: float, start: datetime, end: datetime):
-    """Every billable thing of the year, as apps.billing.demo's hourly line writer takes them."""
-    from apps.billing import demo
+    """Every billable thing of the year, as apps.demo.billing's hourly line writer takes them."""
+    from apps.demo import billing as demo
 
     resources = []
     for kind, owner, rid, tagging in org["instances"]:
@@ -350,8 +350,8 @@ def bill_resources(org: dict, rng: random.Random, scale: float, start: datetime,
 
 def write_and_import(resources, rng, start: datetime, end: datetime, out: Path) -> dict:
     """One FOCUS file per calendar month, each imported as it is written, then deleted."""
-    from apps.billing import demo
     from apps.billing.services import import_run_create, import_run_execute
+    from apps.demo import billing as demo
 
     out.mkdir(parents=True, exist_ok=True)
     totals = {"rows": 0, "write_s": 0.0, "import_s": 0.0, "files": 0}

@@ -46,9 +46,9 @@ def log(message: str) -> None:
 def prepare(rows: int, data_dir: Path) -> int:
     """The bench lines and projects, made once; returns how many lines there are."""
     from apps.accounts.models import Organization, Team
-    from apps.billing.demo import BENCH_PROJECTS, focus_benchmark_write
     from apps.billing.models import CostLineItem
     from apps.billing.services import import_run_create, import_run_execute
+    from apps.demo.billing import BENCH_PROJECTS, focus_benchmark_write
     from apps.projects.models import Project
 
     if not CostLineItem.objects.exists():

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "apps.billing",
     "apps.gpu",
     "apps.spend",
+    "apps.demo",  # last: it builds on every app above
 ]
 
 MIDDLEWARE = [

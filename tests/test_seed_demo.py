@@ -13,8 +13,8 @@ from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from apps.accounts.demo import DEMO_HISTORY_DAYS, DEMO_ORGANIZATION_NAME
 from apps.accounts.models import Membership, Organization, Team
+from apps.demo.seed import DEMO_HISTORY_DAYS, DEMO_ORGANIZATION_NAME
 from apps.deployments.models import Deployment, DeploymentResource, Model
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.projects.models import Project, TagKeyAlias

@@ -5,8 +5,8 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.urls import reverse
 
-from apps.accounts.selectors import models_visible_to
 from apps.deployments.models import Model
+from apps.deployments.selectors import models_visible_to
 from apps.projects.models import Project
 from apps.projects.services import ResourceWindow
 

@@ -3,13 +3,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Max, QuerySet
+from django.http import Http404
 
-from apps.accounts.selectors import (
-    deployments_visible_to,
-    experiments_visible_to,
-    models_visible_to,
-)
 from apps.experiments.models import Experiment
+from apps.experiments.selectors import experiments_visible_to
+from apps.projects.selectors import project_for_user, projects_visible_to
 
 from .models import Deployment, DeploymentResource, Model, TrafficHour
 
@@ -99,3 +97,56 @@ def deployment_recent_traffic(
             if hour.latency_p95_ms is not None and hour.latency_p95_ms > objective
         ),
     )
+
+
+# Who may see what of this app (the rules: apps/accounts/selectors.py).
+
+
+def model_for_user(*, user, pk: int) -> Model:
+    """The model, if the user may see its project. Whoever sees it may also edit it."""
+    try:
+        return Model.objects.select_related("project__team").get(
+            pk=pk, project__in=projects_visible_to(user=user)
+        )
+    except Model.DoesNotExist:
+        raise Http404("No such model.") from None
+
+
+def deployment_for_user(*, user, pk: int) -> Deployment:
+    """The deployment, if the user may see its project. Whoever sees it may also edit it."""
+    try:
+        return Deployment.objects.select_related("project__team", "model__project").get(
+            pk=pk, project__in=projects_visible_to(user=user)
+        )
+    except Deployment.DoesNotExist:
+        raise Http404("No such deployment.") from None
+
+
+def models_visible_to(*, user) -> QuerySet[Model]:
+    return Model.objects.filter(project__in=projects_visible_to(user=user))
+
+
+def deployments_visible_to(*, user) -> QuerySet[Deployment]:
+    return Deployment.objects.filter(project__in=projects_visible_to(user=user))
+
+
+def external_model_for_user(*, user, slug: str, external_id: str) -> Model:
+    project = project_for_user(user=user, slug=slug)
+    try:
+        return Model.objects.select_related("project").get(project=project, external_id=external_id)
+    except Model.DoesNotExist:
+        raise Http404(
+            f"No model with the external id “{external_id}” in the project “{slug}”."
+        ) from None
+
+
+def external_deployment_for_user(*, user, slug: str, external_id: str) -> Deployment:
+    project = project_for_user(user=user, slug=slug)
+    try:
+        return Deployment.objects.select_related("project", "model__project").get(
+            project=project, external_id=external_id
+        )
+    except Deployment.DoesNotExist:
+        raise Http404(
+            f"No deployment with the external id “{external_id}” in the project “{slug}”."
+        ) from None

@@ -7,12 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from apps.accounts.selectors import (
-    deployment_for_user,
-    model_for_user,
-    models_visible_to,
-    project_for_user,
-)
+from apps.deployments.selectors import deployment_for_user, model_for_user, models_visible_to
+from apps.projects.selectors import project_for_user
 from apps.spend.views import deployment_spend, model_spend
 from costsite.htmx import form_page, redirect_after_save
 

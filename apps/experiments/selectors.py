@@ -2,9 +2,10 @@ from dataclasses import dataclass
 
 from django.db.models import Count, F, Max, Min, OuterRef, QuerySet, Subquery, Window
 from django.db.models.functions import Mod, RowNumber
+from django.http import Http404
 
-from apps.accounts.selectors import models_visible_to
 from apps.deployments.models import Model
+from apps.projects.selectors import project_for_user, projects_visible_to
 
 from .models import Experiment, ExperimentResource, MetricPoint
 
@@ -22,7 +23,9 @@ def experiment_model_for_user(*, experiment: Experiment, user) -> Model | None:
     team's project, and its name is then not ours to show."""
     if experiment.model_id is None:
         return None
-    return models_visible_to(user=user).filter(pk=experiment.model_id).first()
+    # models_visible_to (apps/deployments/selectors.py), without importing it back
+    models = Model.objects.filter(project__in=projects_visible_to(user=user))
+    return models.filter(pk=experiment.model_id).first()
 
 
 @dataclass(frozen=True)
@@ -90,3 +93,32 @@ def experiment_metric_series(
         MetricSeries(name=name, steps=sorted(by_step), values=[by_step[s] for s in sorted(by_step)])
         for name, by_step in sorted(points.items())
     ]
+
+
+# Who may see what of this app (the rules: apps/accounts/selectors.py).
+
+
+def experiment_for_user(*, user, pk: int) -> Experiment:
+    """The experiment, if the user may see its project. Whoever sees it may also edit it."""
+    try:
+        return Experiment.objects.select_related("project__team", "model", "created_by").get(
+            pk=pk, project__in=projects_visible_to(user=user)
+        )
+    except Experiment.DoesNotExist:
+        raise Http404("No such experiment.") from None
+
+
+def experiments_visible_to(*, user) -> QuerySet[Experiment]:
+    return Experiment.objects.filter(project__in=projects_visible_to(user=user))
+
+
+def external_experiment_for_user(*, user, slug: str, external_id: str) -> Experiment:
+    project = project_for_user(user=user, slug=slug)
+    try:
+        return Experiment.objects.select_related("project", "model__project").get(
+            project=project, external_id=external_id
+        )
+    except Experiment.DoesNotExist:
+        raise Http404(
+            f"No experiment with the external id “{external_id}” in the project “{slug}”."
+        ) from None

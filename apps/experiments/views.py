@@ -6,7 +6,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from apps.accounts.selectors import experiment_for_user, models_visible_to, project_for_user
+from apps.deployments.selectors import models_visible_to
+from apps.experiments.selectors import experiment_for_user
+from apps.projects.selectors import project_for_user
 from apps.spend.views import experiment_spend
 from costsite.htmx import form_page, redirect_after_save
 

@@ -21,10 +21,11 @@ from django.db.models.functions import Coalesce, TruncDate
 from django.http import Http404
 
 from apps.accounts.models import Organization
-from apps.accounts.selectors import projects_editable_by, projects_visible_to, teams_led_by
+from apps.accounts.selectors import teams_led_by
 from apps.deployments.models import Deployment, DeploymentResource, Model
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.projects.models import Project
+from apps.projects.selectors import projects_editable_by, projects_visible_to
 
 from .models import Gpu, GpuHour, HostMapping, MetricSource
 

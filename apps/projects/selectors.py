@@ -3,8 +3,9 @@ from datetime import date
 
 from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce, TruncMonth
+from django.http import Http404
 
-from apps.accounts.selectors import projects_visible_to
+from apps.accounts.selectors import teams_led_by
 from apps.deployments.models import Deployment, Model
 from apps.experiments.models import Experiment
 
@@ -109,3 +110,31 @@ def project_experiments_by_month(*, project: Project) -> list[MonthStatusCount]:
         MonthStatusCount(month=row["month"].date(), status=row["status"], count=row["count"])
         for row in rows
     ]
+
+
+# Who may see what of this app (the rules: apps/accounts/selectors.py).
+
+
+def projects_visible_to(*, user) -> QuerySet[Project]:
+    return Project.objects.visible_to(user)
+
+
+def projects_editable_by(*, user) -> QuerySet[Project]:
+    return Project.objects.editable_by(user)
+
+
+def can_edit_project(*, user, project: Project) -> bool:
+    return projects_editable_by(user=user).filter(pk=project.pk).exists()
+
+
+def can_create_project(*, user) -> bool:
+    return teams_led_by(user=user).exists()
+
+
+def project_for_user(*, user, slug: str, edit: bool = False) -> Project:
+    """The project, if the user may see it (or, with `edit`, change it); else 404."""
+    projects = projects_editable_by(user=user) if edit else projects_visible_to(user=user)
+    try:
+        return projects.select_related("team").get(slug=slug)
+    except Project.DoesNotExist:
+        raise Http404("No such project.") from None

@@ -7,12 +7,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from apps.accounts.selectors import (
-    can_create_project,
-    can_edit_project,
-    project_for_user,
-    teams_led_by,
-)
+from apps.accounts.selectors import teams_led_by
+from apps.projects.selectors import can_create_project, can_edit_project, project_for_user
 from apps.spend.views import overview, project_spend
 from costsite.htmx import form_page, redirect_after_save
 

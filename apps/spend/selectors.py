@@ -34,7 +34,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from apps.accounts.models import Team
-from apps.accounts.selectors import projects_visible_to, teams_led_by
+from apps.accounts.selectors import teams_led_by
 from apps.billing.models import (
     CostKind,
     DailyCost,
@@ -47,6 +47,7 @@ from apps.deployments.models import Deployment, DeploymentResource, Model, Traff
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.gpu.models import Gpu, GpuHour, HostMapping
 from apps.projects.models import Project, Workload
+from apps.projects.selectors import projects_visible_to
 
 from .filters import Period, days_in_month, month_start, previous_month_start
 

@@ -20,17 +20,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts.models import Organization, Team
-from apps.accounts.selectors import (
-    deployment_for_user,
-    experiment_for_user,
-    model_for_user,
-    project_for_user,
-    projects_editable_by,
-    projects_visible_to,
-)
 from apps.billing import freshness
 from apps.billing.services_attribution import unattributed_claim as claim_service
+from apps.deployments.selectors import deployment_for_user, model_for_user
+from apps.experiments.selectors import experiment_for_user
 from apps.projects.models import AllocationRule, Project, Workload
+from apps.projects.selectors import project_for_user, projects_editable_by, projects_visible_to
 from costsite.htmx import redirect_after_save
 
 from . import selectors

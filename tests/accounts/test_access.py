@@ -4,15 +4,14 @@ import pytest
 from django.http import Http404
 
 from apps.accounts.models import Membership
-from apps.accounts.selectors import (
+from apps.accounts.selectors import teams_led_by
+from apps.deployments.selectors import deployment_for_user, model_for_user
+from apps.experiments.selectors import experiment_for_user
+from apps.projects.selectors import (
     can_create_project,
     can_edit_project,
-    deployment_for_user,
-    experiment_for_user,
-    model_for_user,
     project_for_user,
     projects_visible_to,
-    teams_led_by,
 )
 from tests.factories import (
     DeploymentFactory,

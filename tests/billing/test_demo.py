@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 import pytest
 from django.db.models import Sum
 
-from apps.billing.demo import demo_billing_write, focus_benchmark_write
 from apps.billing.models import CostLineItem
+from apps.demo.billing import demo_billing_write, focus_benchmark_write
 from apps.deployments.models import DeploymentResource
 from apps.experiments.models import ExperimentResource
 

@@ -12,7 +12,6 @@ import pytest
 from django.db.models import Sum
 from django.utils import timezone
 
-from apps.billing.demo import focus_benchmark_write
 from apps.billing.models import CostLineItem, Delivery, ImportRun
 from apps.billing.services import (
     STALE_AFTER,
@@ -20,6 +19,7 @@ from apps.billing.services import (
     import_run_enqueue,
     import_run_execute,
 )
+from apps.demo.billing import focus_benchmark_write
 
 from .conftest import focus_line, write_focus
 

@@ -4,9 +4,10 @@ from datetime import timedelta
 
 import pytest
 
-from apps.accounts.demo import demo_organization_create
+from apps.demo import gpu as demo
+from apps.demo.seed import demo_organization_create
 from apps.experiments.models import Experiment
-from apps.gpu import demo, selectors, services
+from apps.gpu import selectors, services
 from apps.gpu.models import GpuHour, MetricImport
 from tests.factories import (
     DeploymentFactory,

@@ -5,9 +5,10 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router, Status
 
-from apps.accounts.selectors import external_deployment_for_user, project_for_user
 from apps.deployments import selectors, services
 from apps.deployments.models import Deployment
+from apps.deployments.selectors import external_deployment_for_user
+from apps.projects.selectors import project_for_user
 
 from ..common import ERRORS, model_for_ref, model_ref_out, page_url, uses_out, windows
 from ..schemas import (

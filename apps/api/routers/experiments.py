@@ -1,9 +1,10 @@
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from apps.accounts.selectors import external_experiment_for_user, project_for_user
 from apps.experiments import selectors, services
 from apps.experiments.models import Experiment
+from apps.experiments.selectors import external_experiment_for_user
+from apps.projects.selectors import project_for_user
 
 from ..common import ERRORS, model_for_ref, model_ref_out, page_url, uses_out, windows
 from ..schemas import (

@@ -1,9 +1,10 @@
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from apps.accounts.selectors import external_model_for_user, project_for_user
 from apps.deployments import services
 from apps.deployments.models import Model
+from apps.deployments.selectors import external_model_for_user
+from apps.projects.selectors import project_for_user
 
 from ..common import ERRORS, page_url
 from ..schemas import ExternalId, ModelIn, ModelOut, Slug

@@ -1,7 +1,7 @@
 from django.http import HttpRequest
 from ninja import Router
 
-from apps.accounts.selectors import projects_visible_to
+from apps.projects.selectors import projects_visible_to
 
 from ..common import AUTH_ERRORS
 from ..schemas import ProjectOut

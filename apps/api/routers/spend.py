@@ -8,14 +8,13 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router
 
-from apps.accounts.selectors import (
+from apps.deployments.selectors import (
     deployments_visible_to,
-    experiments_visible_to,
     external_deployment_for_user,
-    external_experiment_for_user,
     external_model_for_user,
-    project_for_user,
 )
+from apps.experiments.selectors import experiments_visible_to, external_experiment_for_user
+from apps.projects.selectors import project_for_user
 
 from ..common import ERRORS
 from ..schemas import Day, ExternalId, Slug, SpendReportOut

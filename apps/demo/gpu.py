@@ -337,8 +337,8 @@ def demo_gpu_metrics_write(
 
 def demo_gpu_metrics_load(*, directory: Path, small: bool, log: Callable[[str], None]) -> None:
     """The seed_demo step: write the files, then import each through the real importer."""
-    from . import services
-    from .models import MetricImport
+    from apps.gpu import services
+    from apps.gpu.models import MetricImport
 
     for path in demo_gpu_metrics_write(directory=directory, small=small):
         metric_import = services.metric_import_execute(

@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from .formats.focus import FOCUS_1_2_COLUMNS
+from apps.billing.formats.focus import FOCUS_1_2_COLUMNS
 
 X_COLUMNS = ("x_Operation", "x_ServiceCode", "x_UsageType")
 HEADER = (*FOCUS_1_2_COLUMNS, *X_COLUMNS)
@@ -837,8 +837,8 @@ def demo_billing_load(*, directory: Path, small: bool, log: Callable[[str], None
     """The seed_demo step: write the exports into a folder, register the folder as a billing
     source and poll it once, so the files go through the real pipeline (poll, import runs,
     import) and the sources and imports pages have a history to show."""
-    from . import services, services_sources
-    from .models import BillingSource, ImportRun
+    from apps.billing import services, services_sources
+    from apps.billing.models import BillingSource, ImportRun
 
     paths = demo_billing_write(directory=directory, small=small)
     # The cloud dropped these an hour ago: a poll leaves files still being written (modified in

@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.accounts import demo
+from apps.demo import seed as demo
 
 
 class Command(BaseCommand):

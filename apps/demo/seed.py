@@ -28,13 +28,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.models import Membership, Organization, Team
-from apps.billing.demo import demo_billing_load
 from apps.deployments.services import deployment_create, model_create
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.experiments.services import experiment_create
-from apps.gpu.demo import demo_gpu_metrics_load
 from apps.projects.models import Project, TagKeyAlias
 from apps.projects.services import project_create
+
+from .billing import demo_billing_load
+from .gpu import demo_gpu_metrics_load
 
 DEMO_ORGANIZATION_NAME = "Northwind Robotics"
 DEMO_PASSWORD = "costsite-demo"  # noqa: S105 (printed on purpose: it is the demo's login)

@@ -18,7 +18,9 @@ RUN groupadd --system --gid 10001 costsite \
 WORKDIR /app
 COPY . .
 RUN pip install . \
-    && python manage.py collectstatic --no-input -v 0 \
+    # Debug is off here, so settings need a real key: a throwaway one, for collectstatic only.
+    && DJANGO_SECRET_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(50))')" \
+       python manage.py collectstatic --no-input -v 0 \
     && mkdir -p /data \
     && chown -R costsite:costsite /data /app/staticfiles
 

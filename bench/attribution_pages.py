@@ -17,6 +17,7 @@ one request. Settings as in production: DEBUG off, persistent database connectio
 import argparse
 import json
 import os
+import secrets
 import statistics
 import sys
 import time
@@ -27,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costsite.settings")
 os.environ["DJANGO_DEBUG"] = "false"
+# Debug off demands a real key; a throwaway one signs this run's sessions.
+os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
 os.environ.setdefault("DATABASE_CONN_MAX_AGE", "600")
 
 HTMX = {"HX-Request": "true", "HX-Target": "spend"}

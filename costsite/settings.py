@@ -5,10 +5,12 @@ them. Every variable is listed in the README.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from csp.constants import NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -26,7 +28,37 @@ def env_list(name: str, default: str) -> list[str]:
 
 
 DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = env("DJANGO_SECRET_KEY", "demo-only-insecure-key-change-me-in-production")
+DEMO_SECRET_KEY = "demo-only-insecure-key-change-me-in-production"  # noqa: S105 (refused below)
+SECRET_KEY = env("DJANGO_SECRET_KEY", DEMO_SECRET_KEY)
+# Keys that were ever published in this repository (the demo's; the one docker-compose.yml used to
+# fall back to): anyone can forge sessions signed with them.
+PUBLISHED_SECRET_KEYS = {
+    DEMO_SECRET_KEY,
+    "compose-default-secret-set-DJANGO_SECRET_KEY-in-production",
+}
+MIN_SECRET_KEY_LENGTH = 50  # Django's own deploy check (security.W009) asks for as much
+
+
+def secret_key_problem(key: str) -> str | None:
+    """Why `key` must not sign a production site's sessions, or None when it may."""
+    if not key:
+        return "not set"
+    if key in PUBLISHED_SECRET_KEYS:
+        return "a published default"
+    if len(key) < MIN_SECRET_KEY_LENGTH:
+        return f"{len(key)} characters long (at least {MIN_SECRET_KEY_LENGTH} are needed)"
+    if len(set(key)) < 5 or key.startswith("django-insecure-"):
+        return "not random"
+    return None
+
+
+if not DEBUG and (problem := secret_key_problem(SECRET_KEY)):
+    # Refuse to start rather than serve production with a key anyone can forge sessions with.
+    raise ImproperlyConfigured(
+        f"DJANGO_SECRET_KEY is {problem}; with DJANGO_DEBUG=false costsite needs a random key of "
+        f"at least {MIN_SECRET_KEY_LENGTH} characters. Make one with: "
+        "python3 -c 'import secrets; print(secrets.token_urlsafe(50))'"
+    )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
@@ -42,6 +74,8 @@ INSTALLED_APPS = [
     "template_partials",
     "django_celery_beat",
     "csp",
+    # Login throttling: failed logins per user name and per client address (see AXES_* below).
+    "axes",
     # django-ninja (the REST API): listed so its docs page uses its own static files, not a CDN.
     "ninja",
     "apps.accounts",
@@ -57,15 +91,20 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything reads a body: the API's own size limit, and a JSON 413 over it.
+    "apps.api.middleware.ApiBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "apps.accounts.middleware.PrivatePagesMiddleware",
     "apps.accounts.middleware.OrganizationTimezoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Last, so that it sees the lockout the authentication backend flags on the request.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "costsite.urls"
@@ -106,6 +145,25 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# The throttle's backend comes first: it refuses a locked-out user name or address before the
+# password is checked. Logins that are not web requests (the test client's, a shell's) have no
+# address to throttle and pass straight to Django's own backend.
+AUTHENTICATION_BACKENDS = [
+    "apps.accounts.backends.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# django-axes: after AXES_FAILURE_LIMIT failed logins in a row for one user name, or from one client
+# address, further logins of that name or from that address are refused for AXES_COOLOFF_TIME
+# (each attempt during the lock-out starts it again); a successful login clears the user's count.
+# Attempts are kept in the database (axes' database handler), so every web process counts them
+# together. The address is REMOTE_ADDR: a header a client sets is not trusted.
+AXES_FAILURE_LIMIT = 10
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_LOCKOUT_CALLABLE = "apps.accounts.views.login_locked_out"
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -153,6 +211,22 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "costsite <costsite@localhost>")
 
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Served over HTTPS (secure cookies on): plain HTTP is redirected, and browsers are told to use
+# HTTPS only for a year. Behind the HTTPS proxy the proxy says the scheme in X-Forwarded-Proto.
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", SESSION_COOKIE_SECURE)
+SECURE_HSTS_SECONDS = int(
+    env("DJANGO_SECURE_HSTS_SECONDS", "31536000" if SESSION_COOKIE_SECURE else "0")
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", SESSION_COOKIE_SECURE):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The container's health check calls /health/ over plain HTTP from inside.
+SECURE_REDIRECT_EXEMPT = [r"^health/$"]
+
+# The REST API's largest body: its schemas bound every batch (5,000 metric points of 32 values,
+# about 21 MB as compact JSON, is the largest), so Django's 2.5 MB form limit would refuse valid
+# calls. Over this, a JSON 413 (apps/api/middleware.py).
+API_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 # A strict policy: no inline script anywhere. Plotly writes style attributes, hence 'unsafe-inline'
 # for styles only.

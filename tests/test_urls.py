@@ -93,12 +93,21 @@ class OtherTeam:
         return ids.pop()
 
     @cached_property
-    def token(self):
-        """An API token of one of the team's members."""
-        member = MembershipFactory(
+    def member(self):
+        return MembershipFactory(
             team=self.team, user=UserFactory(username="hidden-member"), role=Membership.Role.MEMBER
         ).user
-        return api_token_create(user=member, name="hidden token").token
+
+    @cached_property
+    def lead(self):
+        return MembershipFactory(
+            team=self.team, user=UserFactory(username="hidden-lead"), role=Membership.Role.LEAD
+        ).user
+
+    @cached_property
+    def token(self):
+        """An API token of one of the team's members."""
+        return api_token_create(user=self.member, name="hidden token").token
 
 
 @dataclass(frozen=True)
@@ -315,3 +324,193 @@ def test_an_outsiders_token_gets_404_on_every_api_object_url_of_another_team(
     )
     allowed = Client().get(url, headers={"Authorization": f"Bearer {staff_token}"})
     assert allowed.status_code == 200, f"{route}: staff's GET {url} answered {allowed.status_code}"
+
+
+# ---- every method of the API, and who of a team may do what ----
+
+
+def _api_methods() -> dict[str, list[str]]:
+    """URL name -> the HTTP methods of its operation, as django-ninja registered them."""
+    from apps.api.api import api
+
+    return {
+        f"api:{operation.view_func.__name__}": operation.methods
+        for _, router in api._routers
+        for path_view in router.path_operations.values()
+        for operation in path_view.operations
+    }
+
+
+API_METHODS = _api_methods()
+# A valid body for every API write, so that the access rule answers and not the schema.
+WRITE_BODIES = {
+    "api:experiment_put": {"name": "renamed"},
+    "api:experiment_metrics_post": {"points": [{"step": 1, "values": {"loss": 1.5}}]},
+    "api:model_put": {"name": "renamed"},
+    "api:deployment_put": {"name": "renamed"},
+    "api:deployment_traffic_post": {"hours": [{"hour": "2025-03-01T10:00:00Z", "requests": 1}]},
+    "api:host_mapping_put": {"resource_id": "i-0hidden"},
+    "api:host_mapping_delete": None,
+}
+API_WRITES = [
+    route for route in API_ENDPOINTS if set(API_METHODS.get(route.name, ["GET"])) - {"GET"}
+]
+
+
+def test_every_api_write_has_a_sample_body():
+    assert {route.name for route in API_WRITES} == set(WRITE_BODIES), (
+        "give each API write a valid body in WRITE_BODIES (tests/test_urls.py)"
+    )
+
+
+def _api_call(route: Route, url: str, token: str):
+    import json
+
+    (method,) = API_METHODS[route.name]
+    body = WRITE_BODIES.get(route.name)
+    return getattr(Client(), method.lower())(
+        url,
+        json.dumps(body) if body is not None else None,
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("route", [r for r in API_WRITES if r.team_scoped], ids=str)
+def test_an_outsiders_token_gets_404_on_every_api_write_of_another_team(outsider, staff, route):
+    other = OtherTeam()
+    url = route.url(other)
+    outsider_token = api_token_create(user=outsider, name="outsider").secret
+    response = _api_call(route, url, outsider_token)
+    assert response.status_code == 404, f"{route}: the outsider's write answered {response}"
+    allowed = _api_call(route, url, api_token_create(user=staff, name="staff").secret)
+    assert allowed.status_code in {200, 201}, f"{route}: staff's write answered {allowed.content}"
+
+
+# Who may use each page that needs a login (Django admin's own pages aside): "member" (any member
+# of the team the object belongs to, or any logged-in user for pages of no object), "lead" (a
+# lead of that team, or of any team for pages of no object) or "staff". A new URL without an entry
+# fails the test below.
+ACCESS = {
+    "home": "member",
+    "project_list": "member",
+    "project_create": "lead",
+    "project_detail": "member",
+    "project_edit": "lead",
+    "experiment_create": "member",
+    "experiment_detail": "member",
+    "experiment_edit": "member",
+    "model_create": "member",
+    "model_detail": "member",
+    "model_edit": "member",
+    "deployment_create": "member",
+    "deployment_detail": "member",
+    "deployment_edit": "member",
+    "project_spend_export": "member",
+    "model_spend_export": "member",
+    "experiment_spend_export": "member",
+    "deployment_spend_export": "member",
+    "overview_export": "member",
+    "token_list": "member",
+    "token_revoke": "member",  # the hidden team's member's own token
+    "api:openapi-json": "member",
+    "api:openapi-view": "member",
+    "gpu_fleet": "member",
+    "gpu_detail": "member",
+    "gpu_host_mapping_list": "lead",
+    "gpu_host_mapping_edit": "lead",
+    "gpu_host_mapping_delete": "lead",
+    "unattributed": "lead",
+    "unattributed_export": "lead",
+    "unattributed_claim": "lead",
+    "gpu_source_list": "lead",  # leads read the sources; staff change them
+    "gpu_source_create": "staff",
+    "gpu_source_edit": "staff",
+    "gpu_source_pause": "staff",
+    "gpu_source_poll": "staff",
+    "billing_source_list": "staff",
+    "billing_source_create": "staff",
+    "billing_source_detail": "staff",
+    "billing_source_edit": "staff",
+    "billing_source_pause": "staff",
+    "billing_source_poll": "staff",
+    "billing_source_rerun": "staff",
+    "import_list": "staff",
+    "import_upload": "staff",
+    "import_run_detail": "staff",
+    "import_run_progress": "staff",
+    "import_run_row": "staff",
+    "allocation": "staff",
+    "allocation_alias_create": "staff",
+    "allocation_alias_edit": "staff",
+    "allocation_alias_delete": "staff",
+    "allocation_rule_create": "staff",
+    "allocation_rule_edit": "staff",
+    "allocation_rule_delete": "staff",
+    "allocation_run_status": "staff",
+}
+RULED = [route for route in GUARDED if not route.name.startswith("admin:")]
+
+
+def test_every_page_says_who_may_use_it():
+    missing = sorted({route.name for route in RULED} - set(ACCESS))
+    gone = sorted(set(ACCESS) - {route.name for route in RULED})
+    assert (missing, gone) == ([], []), "add (or drop) these in ACCESS in tests/test_urls.py"
+
+
+def _answer(client: Client, url: str, htmx: bool = False):
+    headers = {"HX-Request": "true"} if htmx else {}
+    response = client.get(url, headers=headers)
+    if response.status_code == 405:  # an action that only takes POST
+        response = client.post(url, headers=headers)
+    return response
+
+
+def _client(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "route", [route for route in RULED if ACCESS.get(route.name) != "member"], ids=str
+)
+def test_a_member_gets_404_on_every_lead_and_staff_action(staff, route):
+    """A member of the team the object belongs to, as a page and as the htmx partial."""
+    other = OtherTeam()
+    url = route.url(other)
+    member = _client(other.member)
+    for htmx in (False, True):
+        response = _answer(member, url, htmx=htmx)
+        assert response.status_code == 404, (
+            f"{route}: the team's member's {'htmx ' if htmx else ''}request of {url} answered "
+            f"{response.status_code}, not 404"
+        )
+    if ACCESS[route.name] == "staff":
+        assert _answer(_client(other.lead), url).status_code == 404, f"{route}: a lead got in"
+    if any(not SAMPLES[kwarg].team_scoped for kwarg in route.kwargs):
+        return  # a sample id of the installation's objects (1): none exists to prove it on
+    allowed_user = other.lead if ACCESS[route.name] == "lead" else staff
+    allowed = _answer(_client(allowed_user), url)
+    assert allowed.status_code != 404, f"{route}: {ACCESS[route.name]}'s request answered 404 too"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "route", [route for route in RULED if ACCESS.get(route.name) == "member"], ids=str
+)
+def test_a_member_of_the_team_may_use_every_member_page(route):
+    other = OtherTeam()
+    response = _answer(_client(other.member), route.url(other))
+    assert response.status_code != 404, f"{route}: the team's member got 404"
+    assert response.status_code < 500
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("route", GUARDED, ids=str)
+def test_every_htmx_partial_needs_a_login_too(client, route):
+    url = route.url(OtherTeam())
+    response = client.get(url, headers={"HX-Request": "true"})
+    assert response.status_code == 302, f"{route}: anonymous htmx GET {url} answered {response}"

@@ -1,11 +1,31 @@
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from . import selectors, services
 from .forms import ApiTokenForm
+
+
+def login_locked_out(request: HttpRequest, response=None, credentials=None) -> HttpResponse:
+    """django-axes' answer to a login refused by the throttle: the login page, with why (429)."""
+    minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
+    return render(
+        request,
+        "registration/login.html",
+        {
+            "form": AuthenticationForm(request),
+            "next": request.POST.get("next", ""),
+            "locked_out": (
+                f"Too many failed logins for this user name or from this address: logging in is "
+                f"locked for {minutes} minutes. Wait, then try again, or ask staff to unlock it."
+            ),
+        },
+        status=429,
+    )
 
 
 def _token_page(request: HttpRequest, *, form: ApiTokenForm, issued=None) -> HttpResponse:

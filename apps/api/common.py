@@ -8,6 +8,7 @@ from django.urls import reverse
 from apps.deployments.models import Model
 from apps.deployments.selectors import models_visible_to
 from apps.projects.models import Project
+from apps.projects.selectors import resource_ids_out_of_sight, resource_out_of_sight_message
 from apps.projects.services import ResourceWindow
 
 from .schemas import Detail, FieldErrors, ModelRef, ResourceUse
@@ -58,6 +59,26 @@ def windows(uses: list[ResourceUse] | None) -> list[ResourceWindow] | None:
         )
         for use in uses
     ]
+
+
+def refuse_resources_out_of_sight(*, user, uses: list[ResourceUse] | None, owner) -> None:
+    """A 400 on each resource that a run or deployment of a project the user cannot see has
+    registered: registering it would show the user that project's GPUs. `owner`: the experiment
+    or deployment the call changes, None when it creates one."""
+    if not uses:
+        return
+    hidden = set(
+        resource_ids_out_of_sight(
+            user=user, resource_ids=[use.resource_id for use in uses], owner=owner
+        )
+    )
+    errors = {
+        f"resources.{n}.resource_id": [resource_out_of_sight_message(use.resource_id)]
+        for n, use in enumerate(uses)
+        if use.resource_id in hidden
+    }
+    if errors:
+        raise ValidationError(errors)
 
 
 def uses_out(uses) -> list[dict]:

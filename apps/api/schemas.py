@@ -24,6 +24,7 @@ from pydantic_core import PydanticCustomError
 
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
+from apps.gpu.models import host_name_problem
 
 # The biggest integer the columns (PostgreSQL bigint) and a JavaScript client both hold exactly.
 MAX_COUNT = 2**53 - 1
@@ -392,8 +393,8 @@ class TrafficOut(Schema):
 
 
 def _hostname(value: str) -> str:
-    if any(ch.isspace() for ch in value):
-        raise PydanticCustomError("host_space", "A host name has no spaces in it.")
+    if problem := host_name_problem(value):
+        raise PydanticCustomError("host_name", problem)
     return value
 
 

@@ -6,6 +6,7 @@ from apps.experiments.forms import (
     HARDWARE_FIELDS,
     HARDWARE_LABELS,
     clean_hardware_and_window,
+    clean_resource_ids,
     label_times_with_zone,
 )
 from apps.projects.models import Project
@@ -106,10 +107,11 @@ class DeploymentForm(SiteModelForm):
         }
         widgets = {"started_at": DateTimeLocalInput(), "ended_at": DateTimeLocalInput()}
 
-    def __init__(self, *args, project: Project, models: QuerySet[Model], **kwargs):
+    def __init__(self, *args, project: Project, models: QuerySet[Model], user, **kwargs):
         """`models`: those the user may see; a deployment can only serve one of them."""
         super().__init__(*args, **kwargs)
         self.project = project
+        self.user = user  # who registers: resources of projects they cannot see are refused
         self.instance.project = project
         if self.instance.pk:
             # Keeping the model it already serves grants no new access.
@@ -125,6 +127,9 @@ class DeploymentForm(SiteModelForm):
                 self.instance.resources.values_list("resource_id", flat=True)
             )
         label_times_with_zone(self)
+
+    def clean_resource_ids(self) -> list[str]:
+        return clean_resource_ids(self)
 
     def clean_external_id(self) -> str:
         external_id = self.cleaned_data["external_id"].strip()

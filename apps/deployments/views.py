@@ -117,6 +117,7 @@ def deployment_create(request: HttpRequest, slug: str) -> HttpResponse:
         request.POST or None,
         project=project,
         models=models_visible_to(user=request.user),
+        user=request.user,
         initial={"model": request.GET.get("model")},
     )
     if request.method == "POST" and form.is_valid():
@@ -144,6 +145,7 @@ def deployment_edit(request: HttpRequest, deployment_pk: int) -> HttpResponse:
         instance=copy.copy(deployment),
         project=deployment.project,
         models=models_visible_to(user=request.user),
+        user=request.user,
     )
     if request.method == "POST" and form.is_valid():
         deployment = services.deployment_update(deployment=deployment, **form.cleaned_data)

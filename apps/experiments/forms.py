@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from apps.deployments.models import Model
 from apps.projects.models import Project
+from apps.projects.selectors import resource_ids_out_of_sight, resource_out_of_sight_message
 from costsite.forms import DateTimeLocalInput, ResourceIdsField, SiteModelForm, TagsField
 
 from .models import Experiment
@@ -24,6 +25,20 @@ def clean_hardware_and_window(form: forms.BaseForm, data: dict) -> None:
         form.add_error("gpu_type", "Give the GPU type when the GPU count is above zero.")
     if gpu_type and gpu_count == 0:
         form.add_error("gpu_count", "Give the number of GPUs of this type (at least 1).")
+
+
+def clean_resource_ids(form: forms.ModelForm) -> list[str]:
+    """A run's or a deployment's resource ids, less none that would show the user (`form.user`)
+    GPUs of a project they cannot see."""
+    resource_ids = form.cleaned_data["resource_ids"]
+    hidden = resource_ids_out_of_sight(
+        user=form.user,
+        resource_ids=resource_ids,
+        owner=form.instance if form.instance.pk else None,
+    )
+    if hidden:
+        raise ValidationError([resource_out_of_sight_message(rid) for rid in hidden])
+    return resource_ids
 
 
 def label_times_with_zone(form: forms.BaseForm) -> None:
@@ -63,10 +78,11 @@ class ExperimentForm(SiteModelForm):
         }
         widgets = {"started_at": DateTimeLocalInput(), "ended_at": DateTimeLocalInput()}
 
-    def __init__(self, *args, project: Project, models: QuerySet[Model], **kwargs):
+    def __init__(self, *args, project: Project, models: QuerySet[Model], user, **kwargs):
         """`models`: those the user may see; a run can only produce one of them."""
         super().__init__(*args, **kwargs)
         self.project = project
+        self.user = user  # who registers: resources of projects they cannot see are refused
         self.instance.project = project
         if self.instance.pk and self.instance.model_id:
             # Keeping the model it already had grants no new access, even if the editor cannot
@@ -83,6 +99,9 @@ class ExperimentForm(SiteModelForm):
                 self.instance.resources.values_list("resource_id", flat=True)
             )
         label_times_with_zone(self)
+
+    def clean_resource_ids(self) -> list[str]:
+        return clean_resource_ids(self)
 
     def clean_external_id(self) -> str:
         external_id = self.cleaned_data["external_id"].strip()

@@ -46,6 +46,7 @@ def experiment_create(request: HttpRequest, slug: str) -> HttpResponse:
         request.POST or None,
         project=project,
         models=models_visible_to(user=request.user),
+        user=request.user,
         initial={"model": request.GET.get("model")},
     )
     if request.method == "POST" and form.is_valid():
@@ -76,6 +77,7 @@ def experiment_edit(request: HttpRequest, experiment_pk: int) -> HttpResponse:
         instance=copy.copy(experiment),
         project=project,
         models=models_visible_to(user=request.user),
+        user=request.user,
     )
     if request.method == "POST" and form.is_valid():
         experiment = services.experiment_update(experiment=experiment, **form.cleaned_data)

@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 
 from costsite.forms import SiteModelForm
 
-from .models import HostMapping, MetricSource
+from .models import HostMapping, MetricSource, host_name_problem
 
 
 class MetricSourceForm(SiteModelForm):
@@ -93,7 +93,10 @@ class HostMappingForm(SiteModelForm):
         }
 
     def clean_host(self) -> str:
-        return self.cleaned_data["host"].strip()
+        value = self.cleaned_data["host"].strip()
+        if problem := host_name_problem(value):
+            raise ValidationError(problem)
+        return value
 
     def clean_resource_id(self) -> str:
         value = self.cleaned_data["resource_id"].strip()

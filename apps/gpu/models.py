@@ -1,5 +1,6 @@
 """GPU metrics: where they come from, the GPUs they describe, and the hourly rollup pages read."""
 
+import re
 from decimal import Decimal
 from urllib.parse import urlsplit
 
@@ -146,6 +147,27 @@ class Gpu(models.Model):
     @property
     def physical_id(self) -> int:
         return self.parent_id or self.pk
+
+
+# RFC 1123 host names, a little looser (underscores, as some clusters name nodes): dot-separated
+# labels of letters, digits, hyphens and underscores, 1-63 characters each, no hyphen at either
+# end, 253 characters in all. IPv4 addresses are such names too.
+_HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+HOST_NAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*")
+HOST_NAME_RULE = (
+    "A host name is labels of letters, digits, hyphens and underscores separated by single dots "
+    "(gpu-node-7, ip-10-0-0-7.ec2.internal): each label 1 to 63 characters, not starting or "
+    "ending with a hyphen, 253 characters in all."
+)
+
+
+def host_name_problem(value: str) -> str | None:
+    """Why `value` is not a host name a metric can carry, or None when it is one."""
+    if any(ch.isspace() for ch in value):
+        return "A host name has no spaces in it."
+    if len(value) > 253 or not HOST_NAME.fullmatch(value):
+        return HOST_NAME_RULE
+    return None
 
 
 class HostMapping(models.Model):

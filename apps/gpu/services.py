@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import BinaryIO
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -671,6 +671,21 @@ def host_mapping_set(
         mapping.note = note
         mapping.save(update_fields=["resource_id", "note", "updated_at"])
     return mapping
+
+
+def host_mapping_create(
+    *, host: str, resource_id: str, note: str = "", created_by=None
+) -> HostMapping | None:
+    """Map `host`, which has no mapping yet, to `resource_id`. None when the host turns out to be
+    mapped already (a request that lost a race to map it: its look-up saw no mapping); the caller
+    then treats the call as a change of that mapping, with the rules of a change."""
+    try:
+        with transaction.atomic():
+            return HostMapping.objects.create(
+                host=host.strip(), resource_id=resource_id.strip(), note=note, created_by=created_by
+            )
+    except IntegrityError:
+        return None
 
 
 @transaction.atomic

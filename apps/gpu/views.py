@@ -199,9 +199,12 @@ def host_mapping_list(request: HttpRequest) -> HttpResponse:
         raise Http404("No such page.")
     form = HostMappingForm(request.POST or None, initial={"host": request.GET.get("host", "")})
     if request.method == "POST" and form.is_valid():
-        mapping = services.host_mapping_set(created_by=request.user, **form.cleaned_data)
-        messages.success(request, f"{mapping.host} now maps to {mapping.resource_id}.")
-        return redirect_after_save(request, reverse("gpu_host_mapping_list"))
+        mapping = services.host_mapping_create(created_by=request.user, **form.cleaned_data)
+        if mapping is not None:
+            messages.success(request, f"{mapping.host} now maps to {mapping.resource_id}.")
+            return redirect_after_save(request, reverse("gpu_host_mapping_list"))
+        # Mapped by someone else since the form checked: the same answer as the form's own check.
+        form.add_error("host", HostMappingForm.Meta.error_messages["host"]["unique"])
     since, _ = selectors.period(days=UNMAPPED_SINCE_DAYS)
     context = {
         "form": form,

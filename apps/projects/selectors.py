@@ -1,13 +1,14 @@
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 
-from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce, TruncMonth
 from django.http import Http404
 
 from apps.accounts.selectors import teams_led_by
-from apps.deployments.models import Deployment, Model
-from apps.experiments.models import Experiment
+from apps.deployments.models import Deployment, DeploymentResource, Model
+from apps.experiments.models import Experiment, ExperimentResource
 
 from .models import Project
 
@@ -138,3 +139,48 @@ def project_for_user(*, user, slug: str, edit: bool = False) -> Project:
         return projects.select_related("team").get(slug=slug)
     except Project.DoesNotExist:
         raise Http404("No such project.") from None
+
+
+# Registering resources ---------------------------------------------------------------------------
+
+
+def _resource_keys(resource_id: str) -> set[str]:
+    """The names a GPU is joined to a registered resource by (apps/gpu/selectors.py): the id
+    itself and, for an ARN or a path, its last part."""
+    return {resource_id, resource_id.rstrip("/").rsplit("/", 1)[-1]}
+
+
+def resource_ids_out_of_sight(*, user, resource_ids: Iterable[str], owner=None) -> list[str]:
+    """Those of `resource_ids` that a run or deployment of a project the user cannot see has
+    registered, compared as GPUs are joined to them. Registering one of them would show the user
+    that project's GPUs (host, UUID, utilisation), so the registration is refused. Ids the owner
+    (the experiment or deployment being changed) has already are never refused: keeping them
+    grants nothing new."""
+    kept = set(owner.resources.values_list("resource_id", flat=True)) if owner else set()
+    new = [rid for rid in dict.fromkeys(resource_ids) if rid not in kept]
+    if not new or user.is_staff:
+        return []
+    keys = set().union(*(_resource_keys(rid) for rid in new))
+    matches = Q(resource_id__in=keys)
+    for key in keys:
+        matches |= Q(resource_id__endswith=f"/{key}")
+    visible = projects_visible_to(user=user)
+    registered = set(
+        ExperimentResource.objects.filter(matches)
+        .exclude(experiment__project__in=visible)
+        .values_list("resource_id", flat=True)
+    ) | set(
+        DeploymentResource.objects.filter(matches)
+        .exclude(deployment__project__in=visible)
+        .values_list("resource_id", flat=True)
+    )
+    hidden = set().union(*(_resource_keys(rid) for rid in registered)) if registered else set()
+    return [rid for rid in new if _resource_keys(rid) & hidden]
+
+
+def resource_out_of_sight_message(resource_id: str) -> str:
+    return (
+        f"“{resource_id}” is registered by a run or deployment of a project you cannot see; "
+        "registering it here would show you that project's GPUs. Ask staff to sort out who "
+        "runs on it."
+    )

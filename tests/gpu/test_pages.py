@@ -309,3 +309,46 @@ def test_the_nav_links_to_the_fleet(member_client, organization):
 
     assert f'<a href="{reverse("gpu_fleet")}">GPUs</a>' in page
     assert "No GPU-hours in this period" in page
+
+
+@pytest.mark.parametrize("host", ["..", "gpu/node", "node\x07", "-node", ".gpu-node"])
+def test_the_mapping_form_refuses_what_is_not_a_host_name(gpu_fleet, lead_client, host):
+    response = lead_client.post(
+        reverse("gpu_host_mapping_list"),
+        {"host": host, "resource_id": "i-0fff"},
+        headers={"HX-Request": "true"},
+    )
+
+    page = response.content.decode()
+    assert (
+        "A host name is labels of letters, digits, hyphens and underscores separated by single "
+        "dots (gpu-node-7, ip-10-0-0-7.ec2.internal): each label 1 to 63 characters, not "
+        "starting or ending with a hyphen, 253 characters in all."
+    ) in page
+    assert not HostMapping.objects.filter(resource_id="i-0fff").exists()
+
+
+def test_a_host_mapped_between_the_forms_check_and_its_save_is_refused_not_replaced(
+    gpu_fleet, lead_client, monkeypatch
+):
+    """The form's own check saw no mapping; another request maps the host before the save."""
+    from apps.gpu.forms import HostMappingForm
+
+    clean = HostMappingForm.validate_unique
+
+    def raced(form):
+        clean(form)
+        HostMapping.objects.create(host="fresh-node", resource_id="i-0other")
+
+    monkeypatch.setattr(HostMappingForm, "validate_unique", raced)
+    response = lead_client.post(
+        reverse("gpu_host_mapping_list"),
+        {"host": "fresh-node", "resource_id": "i-0fff"},
+        headers={"HX-Request": "true"},
+    )
+
+    assert "This host is mapped already: edit its mapping in the list below." in (
+        response.content.decode()
+    )
+    assert HostMapping.objects.get(host="fresh-node").resource_id == "i-0other"
+    assert services.host_mapping_create(host="fresh-node", resource_id="i-1") is None

@@ -6,7 +6,15 @@ from apps.experiments.models import Experiment
 from apps.experiments.selectors import external_experiment_for_user
 from apps.projects.selectors import project_for_user
 
-from ..common import ERRORS, model_for_ref, model_ref_out, page_url, uses_out, windows
+from ..common import (
+    ERRORS,
+    model_for_ref,
+    model_ref_out,
+    page_url,
+    refuse_resources_out_of_sight,
+    uses_out,
+    windows,
+)
 from ..schemas import (
     ExperimentIn,
     ExperimentOut,
@@ -60,6 +68,11 @@ def experiment_put(
     changes = payload.model_dump(exclude_unset=True, exclude={"model", "resources"})
     if "model" in payload.model_fields_set:
         changes["model"] = model_for_ref(user=request.user, project=project, ref=payload.model)
+    refuse_resources_out_of_sight(
+        user=request.user,
+        uses=payload.resources if "resources" in payload.model_fields_set else None,
+        owner=Experiment.objects.filter(project=project, external_id=external_id).first(),
+    )
     registration = services.experiment_register(
         project=project,
         external_id=external_id,

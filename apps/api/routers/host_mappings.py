@@ -71,10 +71,15 @@ def host_mapping_put(request: HttpRequest, host: Host, payload: HostMappingIn):
     _require_mapper(request)
     mapping = _editable(request, host)
     if mapping is None:
-        mapping = services.host_mapping_set(
+        created = services.host_mapping_create(
             host=host, resource_id=payload.resource_id, note=payload.note, created_by=request.user
         )
-        return Status(201, _out(mapping, _editable_ids(request)))
+        if created is not None:
+            return Status(201, _out(created, _editable_ids(request)))
+        # Another call mapped the host since the look-up: this one is a change of that mapping.
+        mapping = _editable(request, host)
+        if mapping is None:  # and deleted again since: nothing is left to change
+            raise Http404(f"No mapping of “{host}”.")
     mapping = services.host_mapping_update(
         mapping=mapping, host=host, resource_id=payload.resource_id, note=payload.note
     )

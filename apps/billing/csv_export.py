@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import date, datetime
 from decimal import Decimal
 
-from django.http import StreamingHttpResponse
+from django.http import HttpResponseBadRequest, StreamingHttpResponse
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -63,3 +63,11 @@ def csv_response(
     response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
+
+
+def range_refused(errors: list[str]) -> HttpResponseBadRequest:
+    """An export of a refused date range: 400 and why, never a file of another range."""
+    return HttpResponseBadRequest(
+        "The date range was refused: " + " ".join(errors) + "\n",
+        content_type="text/plain; charset=utf-8",
+    )

@@ -39,6 +39,7 @@ from apps.deployments.models import Deployment, DeploymentResource, Model, Traff
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.gpu.models import Gpu, GpuHour, HostMapping
 from apps.projects.models import Project, Workload
+from costsite.dates import as_of_shown
 
 from .filters import Period, days_in_month, month_start, previous_month_start
 from .models import CostKind, DailyCost, DailyResourceCost, Delivery, ImportRun, MonthlyCost
@@ -375,7 +376,8 @@ def model_scope(*, model: Model, user, currency: str, provider: str = "") -> Spe
 
 def data_as_of() -> datetime | None:
     """The end of the newest charge period loaded: the bill is complete up to this moment."""
-    return deliveries_current().aggregate(newest=Max("max_charge_period_end"))["newest"]
+    # A charge stored in the future (or at the end of time) must not read as the bill's date.
+    return as_of_shown(deliveries_current().aggregate(newest=Max("max_charge_period_end"))["newest"])
 
 
 def last_day_with_data(as_of: datetime | None, *, today: date) -> date | None:

@@ -377,7 +377,8 @@ def model_scope(*, model: Model, user, currency: str, provider: str = "") -> Spe
 def data_as_of() -> datetime | None:
     """The end of the newest charge period loaded: the bill is complete up to this moment."""
     # A charge stored in the future (or at the end of time) must not read as the bill's date.
-    return as_of_shown(deliveries_current().aggregate(newest=Max("max_charge_period_end"))["newest"])
+    newest = deliveries_current().aggregate(newest=Max("max_charge_period_end"))["newest"]
+    return as_of_shown(newest)
 
 
 def last_day_with_data(as_of: datetime | None, *, today: date) -> date | None:

@@ -76,6 +76,55 @@ def _figure_json(figure: go.Figure) -> dict:
     return json.loads(to_json_plotly({"data": figure._data, "layout": figure._layout}))
 
 
+# Plotly draws text through its own pseudo-HTML (`<a href>`, `<b>`, `<br>`, `<span style>`), so
+# a project or metric named `<a href="…">` became a live link inside a chart. Every string of
+# these properties is data, never markup: it is escaped (Plotly turns `&lt;`, `&gt;`, `&amp;` back
+# into the characters when it draws). Hover templates are code: text put into one goes through
+# `plot_text`, or is referred to (`%{x}`, `%{fullData.name}`) so that it is escaped here.
+TRACE_TEXT = ("name", "x", "y", "text", "hovertext", "customdata", "labels", "ids")
+LAYOUT_TEXT = ("text", "title", "ticktext", "tickvals", "categoryarray")
+_PLOT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def plot_text(text: str) -> str:
+    """Text shown as it is in a Plotly label, hover or title, however it is spelled."""
+    if "<" in text or ">" in text or "&" in text:
+        return text.translate(_PLOT_ESCAPES)
+    return text
+
+
+def _escaped(value):
+    if isinstance(value, str):
+        return plot_text(value)
+    if isinstance(value, list):
+        return [_escaped(item) for item in value]
+    return value
+
+
+def _escape_layout(layout):
+    """Every title, annotation and tick label of a layout (nested: axes, legend, annotations)."""
+    if isinstance(layout, list):
+        for item in layout:
+            _escape_layout(item)
+    elif isinstance(layout, dict):
+        for key, value in layout.items():
+            if key in LAYOUT_TEXT and isinstance(value, (str, list)):
+                layout[key] = _escaped(value)
+            else:
+                _escape_layout(value)
+
+
+def escape_figure_text(figure: dict) -> None:
+    """Escape, in place, every label and hover text of a plain figure (the site template,
+    code of plotly's own, is merged in afterwards)."""
+    for trace in figure.get("data", []):
+        for key in TRACE_TEXT:
+            if key in trace:
+                trace[key] = _escaped(trace[key])
+        _escape_layout(trace.get("legendgrouptitle"))
+    _escape_layout(figure.get("layout", {}))
+
+
 def chart_from_figure(
     *,
     id: str,
@@ -91,6 +140,7 @@ def chart_from_figure(
     if figure is None:
         return Chart(id=id, figure=None, empty_message=empty_message, label=label)
     plain = figure if isinstance(figure, dict) else _figure_json(figure)
+    escape_figure_text(plain)
     layout = plain.get("layout", {})
     _merge(layout, json.loads(json.dumps(SITE_LAYOUT)))
     # A fresh copy per chart (json.loads is quicker than deepcopy): a caller may change it.

@@ -15,6 +15,8 @@ from django.conf import settings
 from django.db.models import Max, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
+from costsite.dates import as_of_shown
+
 from .models import BillingSource, Delivery, SourcePoll
 
 UPLOADS = "Uploads and command line"
@@ -90,6 +92,8 @@ def _group(
 ) -> SourceFreshness:
     newest: dict[str, datetime] = {}
     for account, as_of in rows:
+        # Stored at the ends of time or in the future, a moment is shown clamped (costsite/dates).
+        as_of = as_of_shown(as_of, now=now)
         newest[account] = max(as_of, newest.get(account, as_of))
     limit = now - timedelta(days=lag_days)
     accounts = [

@@ -16,6 +16,7 @@ from django.db.models import Count, Sum
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
 from apps.projects.models import AllocationRule, Project
+from costsite.patterns import matches_every_id
 
 from .models import DailyResourceCost
 from .services import attribution_schedule
@@ -108,8 +109,8 @@ def unattributed_claim(
     for owner in (experiment, deployment):
         if owner is not None and owner.project_id != project.pk:
             raise ValueError(f"“{owner}” is not in the project “{project}”.")
-    if pattern and not pattern.strip("*"):
-        raise ValueError("A pattern of stars alone would claim everything; name part of the id.")
+    if pattern and matches_every_id(pattern, part_regex=pattern_regex):
+        raise ValueError("A pattern that matches every resource id would claim everything.")
     rule_pattern = exact_pattern(resource_id) if resource_id else pattern
     moved = unattributed_matching(pattern=rule_pattern)
     target = experiment or deployment or project

@@ -26,7 +26,8 @@ def metrics_chart(*, series: list[MetricSeries]) -> Chart:
             y=one.values,
             mode="lines" if len(one.steps) > 1 else "markers",
             visible=True if shown else "legendonly",
-            hovertemplate="step %{x}: %{y}<extra>" + one.name + "</extra>",
+            # The name is referred to, not written in: costsite/charts.py escapes it.
+            hovertemplate="step %{x}: %{y}<extra>%{fullData.name}</extra>",
         )
     figure.update_layout(
         xaxis={"title": "step", "rangemode": "tozero"},

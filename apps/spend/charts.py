@@ -8,7 +8,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from apps.billing.models import CostKind
 from apps.projects.models import Workload
-from costsite.charts import WORKLOAD_COLOURS, Chart, chart_from_figure
+from costsite.charts import WORKLOAD_COLOURS, Chart, chart_from_figure, plot_text
 
 from .selectors import Pareto, SpendSeries
 
@@ -73,7 +73,9 @@ def spend_over_time_chart(
                 "x": x,
                 "y": [plot_amount(amount) for amount in series.values[key]],
                 "marker": {"color": colours.get(key, WORKLOAD_COLOURS["other"])},
-                "hovertemplate": f"%{{x|{when}}}: %{{y:,.2f}} {currency}<extra>{label}</extra>",
+                # The name is referred to, not written in: costsite/charts.py escapes it.
+                "hovertemplate": f"%{{x|{when}}}: %{{y:,.2f}} {plot_text(currency)}"
+                "<extra>%{fullData.name}</extra>",
             }
         )
     figure = _figure(
@@ -122,7 +124,7 @@ def pareto_chart(*, pareto: Pareto, currency: str, id: str) -> Chart:
         "x": names,
         "y": amounts,
         "marker": {"color": WORKLOAD_COLOURS["training"]},
-        "hovertemplate": f"%{{x}}: %{{y:,.2f}} {currency}<extra></extra>",
+        "hovertemplate": f"%{{x}}: %{{y:,.2f}} {plot_text(currency)}<extra></extra>",
     }
     line = {
         "type": "scatter",

@@ -1,9 +1,9 @@
 """CSV exports of the attribution pages' tables, safe to open in a spreadsheet.
 
-A text cell that starts with `=`, `+`, `-` or `@` (or a tab or carriage return, which some
-spreadsheets skip before reading a formula) would run as a formula: it is written with a leading
-apostrophe, the spreadsheets' own "this is text" mark (OWASP, CSV injection). Numbers are written
-as plain numbers so they stay numbers: amounts with all their decimals, without a currency sign.
+A text cell that a spreadsheet would run as a formula is written with a leading apostrophe, the
+spreadsheets' own "this is text" mark (OWASP, CSV injection; the rule is costsite/spreadsheet.py's).
+Numbers are written as plain numbers so they stay numbers: amounts with all their decimals,
+without a currency sign.
 """
 
 import csv
@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from datetime import date, datetime
 from decimal import Decimal
 
-from django.http import StreamingHttpResponse
+from django.http import HttpResponseBadRequest, StreamingHttpResponse
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+from costsite.spreadsheet import neutralised
 
 
 def safe_cell(value) -> str | int | float:
@@ -30,10 +30,8 @@ def safe_cell(value) -> str | int | float:
         return value.isoformat()
     if isinstance(value, date):
         return value.isoformat()
-    text = str(value)
-    if text.startswith(FORMULA_STARTS):
-        return "'" + text
-    return text
+    # Formula starts, blanks before them, fullwidth forms: costsite/spreadsheet.py's rule.
+    return neutralised(str(value))
 
 
 def number_text(amount: Decimal) -> str:
@@ -63,3 +61,11 @@ def csv_response(
     response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
+
+
+def range_refused(errors: list[str]) -> HttpResponseBadRequest:
+    """An export of a refused date range: 400 and why, never a file of another range."""
+    return HttpResponseBadRequest(
+        "The date range was refused: " + " ".join(errors) + "\n",
+        content_type="text/plain; charset=utf-8",
+    )

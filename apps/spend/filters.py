@@ -33,6 +33,10 @@ PRESET_LABELS = dict(PRESETS)
 MAX_CUSTOM_DAYS = 731
 # Longer ranges are drawn by month: a year of daily bars is unreadable.
 DAILY_UNTIL_DAYS = 92
+# The days a custom range may name: no cloud bill is older, and a range at the edges of what a
+# date can hold (1 Jan 0001, 31 Dec 9999) has no period before it or day after it to compute.
+EARLIEST_DAY = date(2000, 1, 1)
+LATEST_DAY = date(2099, 12, 31)
 
 
 def month_start(day: date) -> date:
@@ -191,6 +195,12 @@ class SpendFilterForm(SiteForm):
     def clean(self) -> dict:
         cleaned = super().clean()
         start, end = cleaned.get("start"), cleaned.get("end")
+        for name, day in (("start", start), ("end", end)):
+            if day and not EARLIEST_DAY <= day <= LATEST_DAY:
+                self.add_error(
+                    name,
+                    f"Choose a date between {EARLIEST_DAY:%-d %b %Y} and {LATEST_DAY:%-d %b %Y}.",
+                )
         if "start" in self.errors or "end" in self.errors:
             return cleaned
         if start or end:
@@ -315,6 +325,15 @@ class SpendFilters:
             for name in self.form.dimensions
             if name in self.form.fields
         ]
+
+    @property
+    def range_errors(self) -> list[str]:
+        """Why the range asked for was refused (a page shows them beside the default range; an
+        export answers 400 with them rather than a file of another range than the one asked)."""
+        if self.form is None:
+            return []
+        names = ("preset", "start", "end", "__all__")
+        return [str(e) for name in names for e in self.form.errors.get(name, [])]
 
     @property
     def query_string(self) -> str:

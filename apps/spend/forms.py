@@ -1,15 +1,18 @@
 """The form that claims unattributed spend for a project, experiment or deployment."""
 
+import re
+
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from apps.accounts.templatetags.costsite import money
-from apps.billing.services_attribution import Claim
+from apps.billing.services_attribution import Claim, pattern_regex
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
 from apps.projects.models import AllocationRule, Project
 from costsite.forms import SiteForm
+from costsite.patterns import matches_every_id
 
 
 class ClaimForm(SiteForm):
@@ -73,10 +76,19 @@ class ClaimForm(SiteForm):
 
     def clean_pattern(self) -> str:
         pattern = self.cleaned_data["pattern"].strip()
-        if pattern and not pattern.strip("*"):
+        if not pattern:
+            return pattern
+        # Decided by matching, not spelling: `*?*` or `*[!x]*` claim everything as `*` does.
+        try:
+            everything = matches_every_id(pattern, part_regex=pattern_regex)
+        except re.error:
             raise ValidationError(
-                "A pattern of stars alone would claim all unattributed spend: name part of the "
-                "resource id, e.g. arn:aws:s3:::vision-*"
+                "This pattern cannot be read: check its [ ] classes (e.g. [a-z], [!x])."
+            ) from None
+        if everything:
+            raise ValidationError(
+                "A pattern that matches every resource id would claim all unattributed spend: "
+                "name part of the resource id, e.g. arn:aws:s3:::vision-*"
             )
         return pattern
 

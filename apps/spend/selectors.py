@@ -48,6 +48,7 @@ from apps.experiments.models import Experiment, ExperimentResource
 from apps.gpu.models import Gpu, GpuHour, HostMapping
 from apps.projects.models import Project, Workload
 from apps.projects.selectors import projects_visible_to
+from costsite.dates import as_of_shown
 
 from .filters import Period, days_in_month, month_start, previous_month_start
 
@@ -383,7 +384,9 @@ def model_scope(*, model: Model, user, currency: str, provider: str = "") -> Spe
 
 def data_as_of() -> datetime | None:
     """The end of the newest charge period loaded: the bill is complete up to this moment."""
-    return deliveries_current().aggregate(newest=Max("max_charge_period_end"))["newest"]
+    # A charge stored in the future (or at the end of time) must not read as the bill's date.
+    newest = deliveries_current().aggregate(newest=Max("max_charge_period_end"))["newest"]
+    return as_of_shown(newest)
 
 
 def last_day_with_data(as_of: datetime | None, *, today: date) -> date | None:

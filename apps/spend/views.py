@@ -30,7 +30,7 @@ from costsite.htmx import redirect_after_save
 
 from . import selectors
 from .charts import pareto_chart, spend_over_time_chart
-from .csv_export import csv_response
+from .csv_export import csv_response, range_refused
 from .filters import SpendFilters, spend_filters_from
 from .forms import ClaimForm
 
@@ -157,6 +157,8 @@ CHANGE_HEADER = ["kind", "name", "of", "previous_period", "this_period", "change
 @login_required
 def overview_export(request: HttpRequest) -> HttpResponse:
     filters = _overview_filters(request)
+    if filters.range_errors:
+        return range_refused(filters.range_errors)
     scope = _overview_scope(request, filters)
     period, table = filters.period, request.GET.get("table", "spend")
     if table == "spend":
@@ -387,6 +389,8 @@ def project_spend(request: HttpRequest, *, project: Project) -> dict:
 def project_spend_export(request: HttpRequest, slug: str) -> HttpResponse:
     project = project_for_user(user=request.user, slug=slug)
     filters = _project_filters(request)
+    if filters.range_errors:
+        return range_refused(filters.range_errors)
     scope = selectors.project_scope(
         project=project,
         currency=_org(request).currency,
@@ -456,6 +460,8 @@ def model_spend(request: HttpRequest, *, model) -> dict:
 def model_spend_export(request: HttpRequest, model_pk: int) -> HttpResponse:
     model = model_for_user(user=request.user, pk=model_pk)
     filters = _owner_filters(request, "all")
+    if filters.range_errors:
+        return range_refused(filters.range_errors)
     scope = selectors.model_scope(
         model=model, user=request.user, currency=_org(request).currency, provider=filters.provider
     )
@@ -542,6 +548,8 @@ def _decimal(value: float) -> Decimal:
 
 
 def _owner_export(request, *, scope, filters, name: str) -> HttpResponse:
+    if filters.range_errors:
+        return range_refused(filters.range_errors)
     table = request.GET.get("table", "spend")
     if table == "spend":
         series = selectors.spend_series(scope=scope, period=filters.period, by="cost_kind")
@@ -627,7 +635,10 @@ def unattributed(request: HttpRequest) -> HttpResponse:
 @login_required
 def unattributed_export(request: HttpRequest) -> HttpResponse:
     _require_unattributed(request)
-    return _unattributed_csv(_unattributed_filters(request), currency=_org(request).currency)
+    filters = _unattributed_filters(request)
+    if filters.range_errors:
+        return range_refused(filters.range_errors)
+    return _unattributed_csv(filters, currency=_org(request).currency)
 
 
 @login_required

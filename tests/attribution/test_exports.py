@@ -2,6 +2,7 @@
 
 import csv
 import io
+from datetime import date
 from decimal import Decimal
 
 import pytest
@@ -9,7 +10,7 @@ from django.urls import reverse
 
 from apps.spend.csv_export import safe_cell
 
-from .conftest import BUCKET
+from .conftest import BUCKET, resource_rollup
 
 pytestmark = pytest.mark.django_db
 
@@ -214,3 +215,25 @@ def test_the_budget_export_follows_the_team_filter(staff_client, bill):
         staff_client.get(reverse("overview_export"), {"table": "budgets", "team": "vision"})
     )
     assert [row[0] for row in table[1:]] == ["Image ranking"]
+
+
+def test_the_unattributed_export_defuses_formulas_behind_blanks_and_fullwidth_signs(
+    staff_client, bill
+):
+    """Names a spreadsheet would run after skipping blanks, or reading `＝` as `=`; a credit
+    (a negative amount) stays a number."""
+    names = {
+        "i-space": " =cmd|' /C calc'!A0",
+        "i-newline": '\n=HYPERLINK("http://evil.example")',
+        "i-pipe": "|cmd",
+        "i-semicolon": " ;x",
+        "i-fullwidth": "＝1+1",
+    }
+    for resource_id, name in names.items():
+        resource_rollup(bill.march, date(2025, 3, 16), resource_id, "1.00", name=name)
+    resource_rollup(bill.march, date(2025, 3, 16), "i-credit", "-12.50", name="credit")
+    table = rows(staff_client.get(reverse("unattributed_export")))
+    by_id = {row[0]: row for row in table[1:]}
+    for resource_id, name in names.items():
+        assert by_id[resource_id][1] == "'" + name
+    assert (by_id["i-credit"][1], by_id["i-credit"][8]) == ("credit", "-12.50")

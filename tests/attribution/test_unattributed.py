@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from apps.billing.models import DailyCost
 from apps.billing.services import import_run_create, import_run_execute
+from apps.billing.services_attribution import unattributed_claim
 from apps.projects.models import AllocationRule
 from apps.spend.selectors import spend_totals
 from costsite.celery import app
@@ -160,7 +161,7 @@ def test_a_lead_cannot_assign_to_another_teams_project(outsider_client, bill):
 @pytest.mark.parametrize(
     ("data", "error"),
     [
-        ({"pattern": "**"}, "A pattern of stars alone would claim all unattributed spend"),
+        ({"pattern": "**"}, "A pattern that matches every resource id would claim all"),
         ({}, "Give either one resource id or a pattern of resource ids."),
         ({"resource_id": "i-orphan", "pattern": "i-*"}, "Give either one resource id or a pattern"),
     ],
@@ -258,3 +259,33 @@ def test_unattributed_lines_without_a_resource_id_are_counted_and_pointed_at_rul
     summary = response.context["summary"]
     assert (summary.amount, summary.without_resource_id) == (D("23.00"), D("3.00"))
     assert "$3.00 on lines without a resource id (transfer, fees)" in response.content.decode()
+
+
+@pytest.mark.parametrize("pattern", ["*?*", "?*", "*[!x]*", "***"])
+def test_a_pattern_that_matches_every_resource_is_refused_however_it_is_spelled(
+    staff_client, bill, pattern
+):
+    response = staff_client.post(
+        reverse("unattributed_claim"),
+        {"pattern": pattern, "target": f"project:{bill.translation.pk}"},
+    )
+    assert (
+        "A pattern that matches every resource id would claim all unattributed spend: name part "
+        "of the resource id, e.g. arn:aws:s3:::vision-*" in response.content.decode()
+    )
+    assert not AllocationRule.objects.exists()
+
+
+def test_a_pattern_with_an_unreadable_class_is_refused(staff_client, bill):
+    response = staff_client.post(
+        reverse("unattributed_claim"),
+        {"pattern": "i-[z-a]*", "target": f"project:{bill.translation.pk}"},
+    )
+    assert "This pattern cannot be read: check its [ ] classes" in response.content.decode()
+    assert not AllocationRule.objects.exists()
+
+
+def test_the_claim_service_refuses_a_pattern_that_matches_everything(lead, bill):
+    with pytest.raises(ValueError, match="A pattern that matches every resource id"):
+        unattributed_claim(project=bill.vision_project, pattern="*[!x]*", created_by=lead)
+    assert not AllocationRule.objects.exists()

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "apps.deployments",
     "apps.billing",
     "apps.gpu",
+    "apps.insights",
 ]
 
 MIDDLEWARE = [

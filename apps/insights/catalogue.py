@@ -150,10 +150,17 @@ def read_gpu_prices(path: Path, *, as_of: date, refused: list[Refusal]) -> list[
             if row.ok and on_demand is None and spot is None:
                 row.refuse("price_per_hour", "neither an on-demand nor a spot price")
             if row.ok and on_demand is not None and spot is not None and spot > on_demand:
-                row.refuse(
-                    "spot_price_per_hour",
-                    f"spot {spot} is above on-demand {on_demand}: no spot saving to model",
+                # The source has these (pricing-API quirks, or a spot price rounded up): the
+                # on-demand price stands, the spot price is refused and left out.
+                refused.append(
+                    Refusal(
+                        path.name,
+                        number,
+                        "spot_price_per_hour",
+                        f"spot {spot} is above on-demand {on_demand}: spot price left out",
+                    )
                 )
+                spot = None
             key = (cloud, instance_type, gpu_type, count, region)
             if row.ok and key in seen:
                 row.refuse("region", f"repeats row {seen[key]} (same instance, GPUs and region)")

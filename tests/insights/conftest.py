@@ -46,6 +46,10 @@ def organization(db) -> Organization:
 
 @pytest.fixture
 def delivery(db) -> Delivery:
+    return make_delivery()
+
+
+def make_delivery() -> Delivery:
     return Delivery.objects.create(
         status=Delivery.Status.CURRENT,
         format="focus",
@@ -99,6 +103,10 @@ def gpu_hour(gpu: Gpu, hour: str, samples: int, idle: int) -> GpuHour:
 
 @pytest.fixture
 def bill(organization, delivery, project):
+    return build_bill(delivery, project)
+
+
+def build_bill(delivery: Delivery, project) -> dict:
     run = ExperimentFactory(project=project, name="resnet", external_id="resnet-1")
     gpus = {
         name: Gpu.objects.create(

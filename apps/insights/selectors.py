@@ -187,3 +187,8 @@ def realised_savings(*, finding: Finding, as_of: datetime | None) -> dict[str, D
 
 def finding_hours(*, finding: Finding) -> list[FindingHour]:
     return list(finding.hours.order_by("hour", "currency"))
+
+
+def can_act_on_any(*, user) -> bool:
+    """Staff and team leads act on findings (bulk actions are shown to them)."""
+    return user.is_staff or teams_led_by(user=user).exists()

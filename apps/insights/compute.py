@@ -10,7 +10,7 @@ same line-hours.
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from decimal import Decimal
+from decimal import ROUND_DOWN, Decimal
 
 from django.db.models import Q, Sum
 
@@ -21,6 +21,7 @@ from apps.gpu.models import GpuHour
 from apps.gpu.selectors import gpu_resolutions
 
 HOUR = timedelta(hours=1)
+PLACES = Decimal("1e-15")  # the scale money is stored with
 
 
 def tail(resource_id: str) -> str:
@@ -105,12 +106,15 @@ def _add(
     window: tuple[datetime | None, datetime | None],
 ) -> None:
     hours = _hours_of(row["charge_period_start"], row["charge_period_end"])
-    per_hour = row["cost"] / len(hours)
+    # Even parts at the stored scale, the remainder on the last hour: the parts add up exactly.
+    part = (row["cost"] / len(hours)).quantize(PLACES, rounding=ROUND_DOWN)
+    last = row["cost"] - part * (len(hours) - 1)
     owner = (row["project_id"], row["experiment_id"], row["deployment_id"])
     low, high = window
-    for hour in hours:
+    for number, hour in enumerate(hours, start=1):
         if (low is not None and hour < low) or (high is not None and hour >= high):
             continue
+        per_hour = last if number == len(hours) else part
         figure = subject.hours.get((hour, row["billing_currency"]))
         if figure is None:
             figure = subject.hours[(hour, row["billing_currency"])] = HourFigure(

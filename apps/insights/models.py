@@ -173,8 +173,16 @@ class InsightsSettings(models.Model):
         decimal_places=2,
         default=Decimal("10"),
         validators=[MinValueValidator(0)],
-        help_text="A resource's unattributed spend (in the period, organisation currency) must "
-        "exceed this to be a finding.",
+        help_text="A resource's unattributed spend (since first seen, organisation currency) "
+        "must exceed this to be a finding.",
+    )
+    idle_gpu_min_share_percent = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("25"),
+        validators=[MinValueValidator(0)],
+        help_text="An idle GPU finding needs at least this share of its measured GPU spend idle: "
+        "a busy GPU's few idle samples are no finding.",
     )
 
     class Meta:

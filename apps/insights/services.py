@@ -207,7 +207,7 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
     summary: dict = {"start": start and start.isoformat(), "end": end and end.isoformat()}
     summary["woken"] = findings_wake(today=today)
     org = Organization.get()
-    threshold = InsightsSettings.get().unattributed_threshold
+    settings = InsightsSettings.get()
     as_of = data_as_of()
     kinds = {}
     for kind, hours_of in KIND_HOURS.items():
@@ -219,7 +219,7 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
             start=start,
             end=end,
             org=org,
-            threshold=threshold,
+            settings=settings,
             as_of=as_of,
         )
     summary["kinds"] = kinds
@@ -236,7 +236,7 @@ def _kind_store(
     start: date | None,
     end: date | None,
     org: Organization,
-    threshold: Decimal,
+    settings: InsightsSettings,
     as_of: datetime | None,
 ) -> dict:
     existing = {finding.subject_key: finding for finding in Finding.objects.filter(kind=kind)}
@@ -289,7 +289,7 @@ def _kind_store(
         findings=list(existing.values()),
         created=set(created),
         org=org,
-        threshold=threshold,
+        settings=settings,
         as_of=as_of,
         counts=counts,
     )
@@ -306,7 +306,7 @@ def _refresh(
     findings: list[Finding],
     created: set[int],
     org: Organization,
-    threshold: Decimal,
+    settings: InsightsSettings,
     as_of: datetime | None,
     counts: dict,
 ) -> None:
@@ -353,9 +353,17 @@ def _refresh(
         wasted = {c: a for c, a in totals.get(finding.pk, {}).items() if a > 0}
         org_wasted = wasted.get(org.currency, Decimal("0"))
         live = bool(wasted)
+        figures = hours_of.get(finding.pk, {})
+        if kind == Kind.IDLE_GPU and live:
+            currency = org.currency if org.currency in wasted else sorted(wasted)[0]
+            spend = figures.get((True, currency), {}).get("spend") or Decimal("0")
+            live = (
+                bool(spend)
+                and wasted[currency] * 100 >= spend * settings.idle_gpu_min_share_percent
+            )
         if kind == Kind.UNATTRIBUTED:
-            live = org_wasted > threshold or any(
-                a > threshold for c, a in wasted.items() if c != org.currency
+            live = org_wasted > settings.unattributed_threshold or any(
+                a > settings.unattributed_threshold for c, a in wasted.items() if c != org.currency
             )
         if not live:
             if finding.pk in created:
@@ -391,7 +399,6 @@ def _refresh(
             finding.project_id = owner["project_id"]
             finding.experiment_id = owner["experiment_id"]
             finding.deployment_id = owner["deployment_id"]
-        figures = hours_of.get(finding.pk, {})
         currency = org.currency if org.currency in wasted else sorted(wasted)[0]
         measured = figures.get((True, currency), {})
         unmeasured = figures.get((False, currency), {})

@@ -150,3 +150,31 @@ def test_a_period_recompute_touches_only_its_days(bill, delivery, project):
     assert finding.wasted == {"USD": "7"}
     assert finding.last_seen == at("2025-03-12 09:00")
     assert finding.status == Status.OPEN
+
+
+def test_a_gpu_idle_under_the_minimum_share_is_no_finding(bill):
+    from apps.gpu.models import GpuHour
+    from apps.insights.models import InsightsSettings
+
+    GpuHour.objects.filter(gpu__uuid="GPU-g4").update(idle_share=6 / 60)  # 10% idle
+    findings_recompute()
+    assert not Finding.objects.filter(subject_key="i-c").exists()
+    settings = InsightsSettings.get()
+    settings.idle_gpu_min_share_percent = Decimal("10")
+    settings.save()
+    findings_recompute()
+    assert Finding.objects.get(subject_key="i-c").wasted == {"USD": "0.5"}
+
+
+def test_a_line_spread_over_hours_keeps_its_exact_total(bill, delivery, project):
+    from .conftest import line
+
+    line(delivery, "2025-03-10 00:00", "2025-03-10 03:00", "11.00", service="Support")
+    findings_recompute()
+    finding = Finding.objects.get(kind=Kind.UNATTRIBUTED, subject_key="111/Support")
+    assert finding.wasted == {"USD": "11"}
+    assert sorted(FindingHour.objects.filter(finding=finding).values_list("spend", flat=True)) == [
+        Decimal("3.666666666666666"),
+        Decimal("3.666666666666666"),
+        Decimal("3.666666666666668"),
+    ]

@@ -266,18 +266,16 @@ def _kind_store(
         finding = existing[key]
         for (hour, currency), figure in subject.hours.items():
             rows.append(
-                FindingHour(
-                    finding=finding,
-                    line_key=subject.line_key,
-                    hour=hour,
-                    currency=currency,
-                    wasted=_exact(figure.wasted),
-                    spend=_exact(figure.spend),
-                    measured=figure.measured,
-                    idle_share=figure.idle_share,
-                    project_id=figure.owner[0],
-                    experiment_id=figure.owner[1],
-                    deployment_id=figure.owner[2],
+                (
+                    finding.pk,
+                    subject.line_key,
+                    hour,
+                    currency,
+                    _exact(figure.wasted),
+                    _exact(figure.spend),
+                    figure.measured,
+                    figure.idle_share,
+                    *figure.owner,
                 )
             )
         if kind == Kind.IDLE_GPU:
@@ -311,16 +309,20 @@ HOUR_COLUMNS = (
 )
 
 
-def _hours_write(rows: list[FindingHour]) -> None:
-    """COPY on PostgreSQL (bulk_create's per-value preparation was 40% of a million-line
-    recompute, bench/findings_recompute.py); bulk_create elsewhere (SQLite)."""
+def _hours_write(rows: list[tuple]) -> None:
+    """Rows of HOUR_COLUMNS' values: COPY on PostgreSQL (bulk_create's model instances and
+    per-value preparation were 40% of a million-line recompute, bench/findings_recompute.py);
+    bulk_create elsewhere (SQLite)."""
     if connection.vendor != "postgresql":
-        FindingHour.objects.bulk_create(rows, batch_size=5000)
+        FindingHour.objects.bulk_create(
+            [FindingHour(**dict(zip(HOUR_COLUMNS, row, strict=True))) for row in rows],
+            batch_size=5000,
+        )
         return
     sql = f"COPY {FindingHour._meta.db_table} ({', '.join(HOUR_COLUMNS)}) FROM STDIN"
     with connection.cursor() as cursor, cursor.copy(sql) as copy:
         for row in rows:
-            copy.write_row(tuple(getattr(row, column) for column in HOUR_COLUMNS))
+            copy.write_row(row)
 
 
 def _money(amount: Decimal, currency: str) -> str:

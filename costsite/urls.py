@@ -19,4 +19,5 @@ urlpatterns = [
     path("", include("apps.billing.urls_sources")),
     path("", include("apps.billing.urls_imports")),
     path("", include("apps.billing.urls_allocation")),
+    path("", include("apps.insights.urls")),
 ]

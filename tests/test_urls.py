@@ -86,6 +86,18 @@ class OtherTeam:
         return HostMapping.objects.create(host="hidden-node", resource_id=self.instance_id)
 
     @cached_property
+    def finding(self):
+        from apps.insights.models import Finding
+
+        return Finding.objects.create(
+            kind="idle_gpu",
+            subject_key=self.instance_id,
+            resource_id=self.instance_id,
+            project=self.project,
+            reason="GPU idle 90% of 10 billed hours",
+        )
+
+    @cached_property
     def external_id(self) -> str:
         """The external id the team's experiment, model and deployment were all registered as."""
         ids = {self.experiment.external_id, self.deployment.external_id, self.model.external_id}
@@ -126,6 +138,7 @@ SAMPLES: dict[str, Sample] = {
     "token_pk": Sample(lambda other: other.token.pk),
     "gpu_pk": Sample(lambda other: other.gpu.pk),
     "mapping_pk": Sample(lambda other: other.host_mapping.pk),
+    "finding_pk": Sample(lambda other: other.finding.pk),
     # GPU metric sources are the installation's, staff's to change: they belong to no team.
     "source_pk": Sample(lambda other: 1, team_scoped=False),
     # Billing import runs are the installation's, staff's only: they belong to no team.

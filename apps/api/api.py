@@ -15,7 +15,7 @@ from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
 
 from .auth import BearerToken
-from .routers import deployments, experiments, host_mappings, models, projects, spend
+from .routers import deployments, experiments, findings, host_mappings, models, projects, spend
 
 api = NinjaAPI(
     title="costsite API",
@@ -40,6 +40,7 @@ api.add_router("/projects", models.router)
 api.add_router("/projects", deployments.router)
 api.add_router("/projects", spend.router)
 api.add_router("/host-mappings", host_mappings.router)
+api.add_router("/findings", findings.router)
 
 
 def _field_key(loc: tuple) -> str:

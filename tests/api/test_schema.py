@@ -45,6 +45,9 @@ def test_the_schema_is_served_to_a_logged_in_user_and_names_every_operation(memb
         ("GET", base + "/experiments/{external_id}/spend"),
         ("GET", base + "/deployments/{external_id}/spend"),
         ("GET", base + "/models/{external_id}/spend"),
+        ("GET", "/api/v1/findings"),
+        ("GET", "/api/v1/findings/{finding_id}"),
+        ("POST", "/api/v1/findings/{finding_id}/status"),
     }
     assert schema["components"]["securitySchemes"] == {
         "BearerToken": {"type": "http", "scheme": "bearer"}
@@ -97,6 +100,9 @@ OPERATIONS = [
     ("GET", BASE + "/experiments/{external_id}/spend"),
     ("GET", BASE + "/deployments/{external_id}/spend"),
     ("GET", BASE + "/models/{external_id}/spend"),
+    ("GET", "/api/v1/findings"),
+    ("GET", "/api/v1/findings/{finding_id}"),
+    ("POST", "/api/v1/findings/{finding_id}/status"),
 ]
 EXISTING = {"experiments": "fuzzed-run", "deployments": "fuzzed-serving", "models": "fuzzed-model"}
 # Bounded so that the whole run stays well under a minute.

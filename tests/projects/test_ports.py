@@ -3,6 +3,7 @@
 from datetime import date
 
 from apps.billing.services import attribution_schedule
+from apps.insights.tasks import on_spend_data_changed
 from apps.projects.ports import Port, ownership_changed, spend_data_changed
 
 
@@ -10,9 +11,9 @@ def test_billing_is_the_one_handler_of_ownership_changed():
     assert ownership_changed.handlers() == (attribution_schedule,)
 
 
-def test_nothing_is_registered_with_spend_data_changed_yet():
-    # The apps above spend (insights, digests) register here as they are built.
-    assert spend_data_changed.handlers() == ()
+def test_insights_is_the_one_handler_of_spend_data_changed():
+    # The findings recompute for the changed days; digests register here when they are built.
+    assert spend_data_changed.handlers() == (on_spend_data_changed,)
 
 
 def test_a_port_calls_its_handlers_in_order_and_returns_their_results():

@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.demo import seed as demo
@@ -28,6 +29,7 @@ class Command(BaseCommand):
             for name, step in demo.DEMO_DATA_STEPS:
                 self.stdout.write(f"Loading {name}…")
                 step(directory=directory / name, small=small, log=self.stdout.write)
+            call_command("findings_recompute", stdout=self.stdout)  # the insights app, by name
         else:
             self.stdout.write(
                 f"The demo organisation {result.organization.name} already exists; "

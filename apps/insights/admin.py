@@ -1,0 +1,75 @@
+from django.contrib import admin
+
+from .models import (
+    Finding,
+    FindingEvent,
+    GpuInstancePrice,
+    GpuTypeMemory,
+    InsightsSettings,
+    ModelApiPrice,
+    RecomputeRun,
+    StorageEgressPrice,
+)
+
+
+class FindingEventInline(admin.TabularInline):
+    model = FindingEvent
+    extra = 0
+    readonly_fields = ["from_status", "to_status", "snoozed_until", "note", "by", "at"]
+    can_delete = False
+
+
+@admin.register(Finding)
+class FindingAdmin(admin.ModelAdmin):
+    list_display = ["kind", "subject_key", "project", "status", "rank_amount", "last_seen"]
+    list_filter = ["kind", "status"]
+    search_fields = ["subject_key", "resource_id", "reason"]
+    readonly_fields = ["wasted", "savings_per_month", "rank_amount", "evidence", "first_seen"]
+    inlines = [FindingEventInline]
+
+
+@admin.register(RecomputeRun)
+class RecomputeRunAdmin(admin.ModelAdmin):
+    list_display = ["pk", "status", "start", "end", "reason", "created_at", "finished_at"]
+    list_filter = ["status"]
+
+
+@admin.register(InsightsSettings)
+class InsightsSettingsAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "unattributed_threshold"]
+
+
+@admin.register(GpuInstancePrice)
+class GpuInstancePriceAdmin(admin.ModelAdmin):
+    list_display = [
+        "provider",
+        "instance_type",
+        "gpu_type",
+        "gpu_count",
+        "region",
+        "on_demand_per_hour",
+        "spot_per_hour",
+        "currency",
+        "source",
+        "as_of",
+    ]
+    list_filter = ["provider", "gpu_type"]
+    search_fields = ["instance_type", "region", "gpu_type"]
+
+
+@admin.register(GpuTypeMemory)
+class GpuTypeMemoryAdmin(admin.ModelAdmin):
+    list_display = ["gpu_type", "vendor", "memory_gb", "source", "as_of"]
+
+
+@admin.register(ModelApiPrice)
+class ModelApiPriceAdmin(admin.ModelAdmin):
+    list_display = ["name", "provider", "mode", "input_per_token", "output_per_token", "as_of"]
+    list_filter = ["provider", "mode"]
+    search_fields = ["name"]
+
+
+@admin.register(StorageEgressPrice)
+class StorageEgressPriceAdmin(admin.ModelAdmin):
+    list_display = ["provider", "service", "item", "region", "volume_tier", "unit", "price"]
+    list_filter = ["provider", "service"]

@@ -1,0 +1,359 @@
+"""Findings (waste and levers) with their workflow and history, the runs that recompute them, and
+the price catalogue (GPU instances, GPU types' memory, hosted model APIs, storage and egress)."""
+
+from datetime import date, datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from apps.billing.models import MONEY
+
+# -- Findings ------------------------------------------------------------------------------------
+
+
+class Kind(models.TextChoices):
+    """Finding kinds, in the order of their precedence for counted-once totals: a line-hour that
+    several findings share counts for the first kind here. The later parts' kinds are placed
+    in this order when they are added."""
+
+    FAILED_RUN = "failed_run", "Failed run"
+    NOTEBOOK_LEFT_RUNNING = "notebook_left_running", "Notebook left running"
+    IDLE_BETWEEN_RUNS = "idle_between_runs", "Idle between runs"
+    IDLE_GPU = "idle_gpu", "Idle GPU"
+    DATA_STARVED = "data_starved", "Data-starved GPU"
+    UNATTRIBUTED = "unattributed", "Unattributed spend"
+
+
+PRECEDENCE = {kind: rank for rank, kind in enumerate(Kind.values)}
+# Kinds built in this part: the recompute owns their findings (a kind not computed yet is never
+# marked gone by it).
+COMPUTED_KINDS = (Kind.IDLE_GPU, Kind.UNATTRIBUTED)
+# One-off kinds save nothing per month (the money is spent); the others recur.
+ONE_OFF_KINDS = frozenset({Kind.FAILED_RUN})
+
+
+class Status(models.TextChoices):
+    OPEN = "open", "Open"
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    SNOOZED = "snoozed", "Snoozed"
+    RESOLVED = "resolved", "Resolved"
+    GONE = "gone", "Gone"
+
+
+class Finding(models.Model):
+    """One finding per kind and subject (`subject_key`): a recompute updates its figures and
+    keeps its identity, status and history.
+
+    The subject is a resource (`resource_id`), or for lines without one a service in an account;
+    the project, experiment and deployment are those its lines are attributed to. `wasted` and
+    `savings_per_month` are currency -> exact decimal string, since first seen; the waste of any
+    other period is the sum of its FindingHour rows.
+    """
+
+    kind = models.CharField(max_length=40, choices=Kind.choices)
+    subject_key = models.CharField(max_length=1500)
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    experiment = models.ForeignKey(
+        "experiments.Experiment",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    deployment = models.ForeignKey(
+        "deployments.Deployment",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    resource_id = models.CharField(max_length=1000, blank=True)
+    billing_account_id = models.CharField(max_length=200, blank=True)
+    service_name = models.CharField(max_length=200, blank=True)
+    wasted = models.JSONField(default=dict, blank=True, help_text="Currency → decimal string.")
+    savings_per_month = models.JSONField(
+        default=dict, blank=True, help_text="Currency → decimal string (an estimate)."
+    )
+    # The organisation currency's wasted, for ranking (other currencies are shown apart).
+    rank_amount = models.DecimalField(**MONEY, default=Decimal("0"))
+    reason = models.CharField(max_length=500)
+    evidence = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
+    snoozed_until = models.DateField(null=True, blank=True)
+    resolution_note = models.TextField(blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    first_seen = models.DateTimeField(null=True, blank=True, help_text="First UTC hour counted.")
+    last_seen = models.DateTimeField(null=True, blank=True, help_text="Last UTC hour counted.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-rank_amount", "-pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "subject_key"], name="finding_one_per_subject")
+        ]
+        indexes = [models.Index(fields=["status", "kind"], name="finding_status_kind_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()}: {self.resource_id or self.subject_key}"
+
+    @property
+    def is_actionable(self) -> bool:
+        return self.status in {Status.OPEN, Status.ACKNOWLEDGED, Status.SNOOZED}
+
+    def snooze_expired(self, *, today: date) -> bool:
+        return (
+            self.status == Status.SNOOZED
+            and self.snoozed_until is not None
+            and self.snoozed_until <= today
+        )
+
+
+class FindingEvent(models.Model):
+    """One change of a finding's status: who, when, from what to what, and the note."""
+
+    finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="events")
+    from_status = models.CharField(max_length=20, choices=Status.choices, blank=True)
+    to_status = models.CharField(max_length=20, choices=Status.choices)
+    snoozed_until = models.DateField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.finding_id}: {self.from_status or '-'} → {self.to_status}"
+
+
+class FindingHour(models.Model):
+    """A finding's money in one UTC hour of one line key (the resource, or the account and
+    service): what periods sum and what counted-once totals de-duplicate (per line key, hour and
+    currency, the kind of highest precedence counts)."""
+
+    finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="hours")
+    line_key = models.CharField(max_length=1500)
+    hour = models.DateTimeField()
+    currency = models.CharField(max_length=10)
+    wasted = models.DecimalField(**MONEY)
+    spend = models.DecimalField(**MONEY, help_text="The lines' EffectiveCost in the hour.")
+    measured = models.BooleanField(
+        default=True, help_text="False: no GPU of the resource reported (never idle nor busy)."
+    )
+    idle_share = models.DecimalField(max_digits=12, decimal_places=10, null=True, blank=True)
+    # The attribution of the hour's lines (the finding takes that of most of its spend).
+    project_id = models.BigIntegerField(null=True, blank=True)
+    experiment_id = models.BigIntegerField(null=True, blank=True)
+    deployment_id = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["finding", "hour"]
+        indexes = [
+            models.Index(fields=["finding", "hour"], name="findinghour_finding_idx"),
+            models.Index(fields=["hour"], name="findinghour_hour_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.finding_id} {self.hour:%Y-%m-%d %H:00}"
+
+
+class InsightsSettings(models.Model):
+    """The organisation's thresholds for findings (one row, made with defaults when first read)."""
+
+    unattributed_threshold = models.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        default=Decimal("10"),
+        validators=[MinValueValidator(0)],
+        help_text="A resource's unattributed spend (since first seen, organisation currency) "
+        "must exceed this to be a finding.",
+    )
+    idle_gpu_min_share_percent = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("25"),
+        validators=[MinValueValidator(0)],
+        help_text="An idle GPU finding needs at least this share of its measured GPU spend idle: "
+        "a busy GPU's few idle samples are no finding.",
+    )
+
+    class Meta:
+        verbose_name = "insights settings"
+        verbose_name_plural = "insights settings"
+
+    def __str__(self) -> str:
+        return "Insights settings"
+
+    @classmethod
+    def get(cls) -> "InsightsSettings":
+        row = cls.objects.order_by("pk").first()
+        return row or cls.objects.create()
+
+
+class RecomputeRun(models.Model):
+    """One recompute of the findings for `[start, end)` (null: all the data).
+
+    Runs are executed one at a time: the executor claims the single RecomputeLock row with a
+    conditional UPDATE (taking it over when its heartbeat is stale) and then drains every queued
+    run, so a run that found the lock held is done by the holder rather than lost.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    start = models.DateField(null=True, blank=True)
+    end = models.DateField(null=True, blank=True)
+    reason = models.CharField(max_length=100, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["status", "created_at"], name="recomputerun_status_idx")]
+
+    def __str__(self) -> str:
+        return f"Findings recompute #{self.pk} ({self.status})"
+
+
+class RecomputeLock(models.Model):
+    """The one row a recompute claims: who holds it and its last sign of life."""
+
+    holder = models.CharField(max_length=100, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"Recompute lock ({self.holder or 'free'})"
+
+
+# -- The price catalogue --------------------------------------------------------------------------
+
+
+class CatalogueRow(models.Model):
+    """What every catalogue row keeps: where it came from and as of when."""
+
+    source = models.CharField(max_length=1000, help_text="File (and row) or URL it came from.")
+    as_of = models.DateField(help_text="When the price was collected.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class GpuInstancePrice(CatalogueRow):
+    """An instance's hourly price (on-demand and spot) per provider and region, in `currency`."""
+
+    provider = models.CharField(max_length=50)
+    instance_type = models.CharField(
+        max_length=100, blank=True, help_text="Empty: the accelerator alone (GCP attachment)."
+    )
+    gpu_type = models.CharField(max_length=100)
+    gpu_count = models.DecimalField(max_digits=8, decimal_places=3)
+    vcpus = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
+    memory_gib = models.DecimalField(max_digits=10, decimal_places=2, null=True, blank=True)
+    region = models.CharField(max_length=100)
+    currency = models.CharField(max_length=3, default="USD")
+    on_demand_per_hour = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    spot_per_hour = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+
+    class Meta:
+        ordering = ["provider", "instance_type", "region"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "instance_type", "gpu_type", "gpu_count", "region"],
+                name="gpuinstanceprice_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider} {self.instance_type or self.gpu_type} {self.region}"
+
+
+class GpuTypeMemory(CatalogueRow):
+    """A GPU type's memory per GPU, from the vendor's data sheet."""
+
+    gpu_type = models.CharField(max_length=100, unique=True)
+    memory_gb = models.DecimalField(
+        max_digits=8, decimal_places=2, help_text="Per GPU, in GB as the data sheet gives it."
+    )
+    vendor = models.CharField(max_length=50)
+
+    class Meta:
+        ordering = ["gpu_type"]
+        verbose_name = "GPU type memory"
+        verbose_name_plural = "GPU types' memory"
+
+    def __str__(self) -> str:
+        return f"{self.gpu_type} {self.memory_gb} GB"
+
+
+class ModelApiPrice(CatalogueRow):
+    """A hosted model API's prices per token (input, output, cached input, batch where known)."""
+
+    name = models.CharField(max_length=300, unique=True)
+    provider = models.CharField(max_length=100, blank=True)
+    mode = models.CharField(max_length=50, blank=True)
+    currency = models.CharField(max_length=3, default="USD")
+    input_per_token = models.DecimalField(max_digits=20, decimal_places=15, null=True, blank=True)
+    output_per_token = models.DecimalField(max_digits=20, decimal_places=15, null=True, blank=True)
+    cached_input_per_token = models.DecimalField(
+        max_digits=20, decimal_places=15, null=True, blank=True
+    )
+    batch_input_per_token = models.DecimalField(
+        max_digits=20, decimal_places=15, null=True, blank=True
+    )
+    batch_output_per_token = models.DecimalField(
+        max_digits=20, decimal_places=15, null=True, blank=True
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class StorageEgressPrice(CatalogueRow):
+    """A storage or egress price per unit (GB-month, GB) for a volume tier."""
+
+    provider = models.CharField(max_length=50)
+    service = models.CharField(max_length=100)
+    item = models.CharField(max_length=100)
+    region = models.CharField(max_length=200)
+    volume_tier = models.CharField(max_length=200, blank=True)
+    unit = models.CharField(max_length=50)
+    currency = models.CharField(max_length=3, default="USD")
+    price = models.DecimalField(max_digits=14, decimal_places=6)
+    source_kind = models.CharField(max_length=200, blank=True)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["provider", "service", "item", "region"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "service", "item", "region", "volume_tier"],
+                name="storageegressprice_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider} {self.item} {self.region} {self.volume_tier}"
+
+
+def hour_floor(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)

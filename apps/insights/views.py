@@ -1,0 +1,188 @@
+"""The waste page, a finding's page, their actions and the CSV export."""
+
+import csv
+from datetime import date
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from apps.accounts.models import Organization
+
+from . import selectors, services
+from .charts import evidence_chart
+from .forms import ActionForm, BulkForm, WasteFilterForm
+
+
+def _period(request: HttpRequest) -> tuple[date, date]:
+    try:
+        start = date.fromisoformat(request.GET.get("start", ""))
+        end = date.fromisoformat(request.GET.get("end", ""))
+        if end > start:
+            return start, end
+    except ValueError:
+        pass
+    return selectors.default_period(as_of=selectors.data_as_of(), today=timezone.now().date())
+
+
+def _waste_rows(request: HttpRequest):
+    form = WasteFilterForm(request.GET or {"status": "active"})
+    filters = form.cleaned_data if form.is_valid() else {"status": "active"}
+    start, end = _period(request)
+    findings = selectors.findings_filtered(
+        selectors.findings_visible_to(user=request.user),
+        kind=filters.get("kind", ""),
+        project=filters.get("project", ""),
+        team=filters.get("team", ""),
+        status=filters.get("status", ""),
+        minimum=filters.get("minimum"),
+    )
+    return form, start, end, findings
+
+
+@login_required
+def waste(request: HttpRequest) -> HttpResponse:
+    form, start, end, findings = _waste_rows(request)
+    org = Organization.get()
+    rows = list(findings[:200])
+    period_wasted = selectors.wasted_in_period(findings=findings, start=start, end=end)
+    context = {
+        "form": form,
+        "start": start,
+        "end": end,
+        "currency": org.currency,
+        "rows": [(finding, period_wasted.get(finding.pk, {})) for finding in rows],
+        "totals": selectors.waste_totals(
+            findings=findings, start=start, end=end, today=timezone.now().date()
+        ),
+        "can_act": selectors.can_act_on_any(user=request.user),
+        "query": request.GET.urlencode(),
+    }
+    template = "insights/waste.html#waste-body" if request.htmx else "insights/waste.html"
+    return render(request, template, context)
+
+
+@login_required
+def waste_csv(request: HttpRequest) -> HttpResponse:
+    _form, start, end, findings = _waste_rows(request)
+    period_wasted = selectors.wasted_in_period(findings=findings, start=start, end=end)
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="waste-{start}-{end}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(
+        [
+            "id",
+            "kind",
+            "project",
+            "resource_id",
+            "status",
+            "currency",
+            "wasted_in_period",
+            "wasted_since_first_seen",
+            "savings_per_month",
+            "reason",
+            "first_seen",
+            "last_seen",
+        ]
+    )
+    for finding in findings:
+        currencies = sorted(set(finding.wasted) | set(period_wasted.get(finding.pk, {})))
+        for currency in currencies or [""]:
+            writer.writerow(
+                [
+                    finding.pk,
+                    finding.kind,
+                    finding.project.slug if finding.project else "",
+                    finding.resource_id,
+                    finding.status,
+                    currency,
+                    period_wasted.get(finding.pk, {}).get(currency, ""),
+                    finding.wasted.get(currency, ""),
+                    finding.savings_per_month.get(currency, ""),
+                    # A cell starting with = + - @ is a formula to a spreadsheet.
+                    ("'" + finding.reason) if finding.reason[:1] in "=+-@" else finding.reason,
+                    finding.first_seen.isoformat() if finding.first_seen else "",
+                    finding.last_seen.isoformat() if finding.last_seen else "",
+                ]
+            )
+    return response
+
+
+@login_required
+def finding_detail(request: HttpRequest, finding_pk: int) -> HttpResponse:
+    finding = selectors.finding_for_user(user=request.user, pk=finding_pk)
+    currency = finding.evidence.get("currency") or Organization.get().currency
+    context = {
+        "finding": finding,
+        "events": finding.events.select_related("by"),
+        "chart": evidence_chart(hours=selectors.finding_hours(finding=finding), currency=currency),
+        "realised": selectors.realised_savings(finding=finding, as_of=selectors.data_as_of()),
+        "can_act": selectors.can_act_on(user=request.user, finding=finding),
+        "form": ActionForm(),
+    }
+    return render(request, "insights/finding_detail.html", context)
+
+
+def _apply(*, finding, user, action: str, until, note: str) -> None:
+    if action == "acknowledge":
+        services.finding_acknowledge(finding=finding, by=user)
+    elif action == "snooze":
+        services.finding_snooze(finding=finding, by=user, until=until)
+    elif action == "resolve":
+        services.finding_resolve(finding=finding, by=user, note=note)
+    else:
+        services.finding_reopen(finding=finding, by=user, note=note)
+
+
+@login_required
+@require_POST
+def finding_action(request: HttpRequest, finding_pk: int) -> HttpResponse:
+    finding = selectors.finding_for_user(user=request.user, pk=finding_pk)
+    if not selectors.can_act_on(user=request.user, finding=finding):
+        raise Http404("No such finding.")
+    form = ActionForm(request.POST)
+    if not form.is_valid():
+        for errors in form.errors.values():
+            for error in errors:
+                messages.error(request, error)
+        return redirect("finding_detail", finding_pk=finding.pk)
+    try:
+        _apply(finding=finding, user=request.user, **form.cleaned_data)
+    except services.WorkflowError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Finding {finding.get_status_display().lower()}.")
+    return redirect("finding_detail", finding_pk=finding.pk)
+
+
+@login_required
+@require_POST
+def waste_bulk(request: HttpRequest) -> HttpResponse:
+    form = BulkForm(request.POST)
+    back = reverse("waste") + (f"?{request.POST['query']}" if request.POST.get("query") else "")
+    if not form.is_valid():
+        messages.error(request, "Pick findings and an action (and a date to snooze until).")
+        return redirect(back)
+    done = 0
+    for finding in selectors.findings_visible_to(user=request.user).filter(
+        pk__in=form.cleaned_data["ids"]
+    ):
+        if not selectors.can_act_on(user=request.user, finding=finding):
+            continue
+        try:
+            _apply(
+                finding=finding,
+                user=request.user,
+                action=form.cleaned_data["action"],
+                until=form.cleaned_data.get("until"),
+                note="",
+            )
+        except services.WorkflowError:
+            continue
+        done += 1
+    messages.success(request, f"{done} finding{'s' if done != 1 else ''} changed.")
+    return redirect(back)

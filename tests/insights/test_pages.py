@@ -1,0 +1,143 @@
+"""The waste page, a finding's page, their actions, the CSV export and who may see what."""
+
+import csv
+import io
+from datetime import UTC, datetime
+
+import pytest
+import time_machine
+from django.test import Client
+
+from apps.insights.models import Finding, FindingEvent, Kind, Status
+from apps.insights.services import findings_recompute
+
+pytestmark = pytest.mark.django_db
+NOW = datetime(2025, 3, 11, 9, tzinfo=UTC)
+
+
+@pytest.fixture
+def found(bill):
+    with time_machine.travel(NOW, tick=False):
+        findings_recompute()
+        yield {f.subject_key + ":" + f.kind: f for f in Finding.objects.all()}
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_waste_page_ranks_findings_and_counts_the_period_once(found, lead):
+    with time_machine.travel(NOW, tick=False):
+        response = client_for(lead).get("/waste/?start=2025-03-10&end=2025-03-11")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert '<p class="figure" id="total-wasted"><strong>$43.25</strong>' in body
+    order = [
+        body.index(f'id="finding-{found[key].pk}"')
+        for key in (
+            "i-u:unattributed",
+            "111/Amazon S3:unattributed",
+            "i-u:idle_gpu",
+            "i-a:idle_gpu",
+            "i-b:idle_gpu",
+        )
+    ]
+    assert order == sorted(order)
+    assert "GPU idle 62% of 3 billed hours (1 unmeasured)" in body
+
+
+def test_filters_swap_the_body_with_htmx(found, lead):
+    with time_machine.travel(NOW, tick=False):
+        response = client_for(lead).get(
+            "/waste/?kind=idle_gpu&start=2025-03-10&end=2025-03-11", headers={"HX-Request": "true"}
+        )
+    body = response.content.decode()
+    assert body.startswith('\n<div id="waste-body">') or body.lstrip().startswith(
+        '<div id="waste-body">'
+    )
+    assert "<html" not in body
+    assert body.count('<tr id="finding-') == 3
+    assert "<strong>$18.25</strong>" in body
+
+
+def test_a_member_sees_the_teams_findings_but_not_unattributed_and_cannot_act(found, member):
+    with time_machine.travel(NOW, tick=False):
+        body = client_for(member).get("/waste/").content.decode()
+        # i-a and i-b: i-u's idle GPU has no project, like its unattributed spend.
+        assert body.count('<tr id="finding-') == 2
+        assert 'name="ids"' not in body
+        finding = found["i-a:idle_gpu"]
+        assert client_for(member).get(f"/waste/{finding.pk}/").status_code == 200
+        response = client_for(member).post(
+            f"/waste/{finding.pk}/action/", {"action": "acknowledge"}
+        )
+    assert response.status_code == 404
+    finding.refresh_from_db()
+    assert finding.status == Status.OPEN
+
+
+def test_an_outsider_gets_404_for_another_teams_finding(found, outsider):
+    finding = found["i-a:idle_gpu"]
+    client = client_for(outsider)
+    assert client.get(f"/waste/{finding.pk}/").status_code == 404
+    assert client.post(f"/waste/{finding.pk}/action/", {"action": "acknowledge"}).status_code == 404
+
+
+def test_a_lead_snoozes_a_finding_on_its_page_and_the_history_says_so(found, lead):
+    finding = found["i-a:idle_gpu"]
+    client = client_for(lead)
+    with time_machine.travel(NOW, tick=False):
+        response = client.post(
+            f"/waste/{finding.pk}/action/", {"action": "snooze", "until": "2025-03-20"}, follow=True
+        )
+    body = response.content.decode()
+    assert "Finding snoozed." in body
+    assert "Snoozed</strong> until 20 Mar 2025" in body
+    assert "Open → Snoozed until 20 Mar 2025 by lena-lead" in body
+    assert 'id="evidence-chart"' in body
+
+
+def test_a_snooze_without_a_date_is_refused_with_a_message(found, lead):
+    finding = found["i-a:idle_gpu"]
+    response = client_for(lead).post(
+        f"/waste/{finding.pk}/action/", {"action": "snooze"}, follow=True
+    )
+    assert "Say until when." in response.content.decode()
+    finding.refresh_from_db()
+    assert finding.status == Status.OPEN
+
+
+def test_bulk_acknowledge_changes_only_what_the_lead_may_act_on(found, lead, outsider):
+    mine = [found["i-a:idle_gpu"].pk, found["i-b:idle_gpu"].pk]
+    response = client_for(outsider).post("/waste/bulk/", {"action": "acknowledge", "ids": mine})
+    assert response.status_code == 302
+    assert Finding.objects.filter(status=Status.ACKNOWLEDGED).count() == 0
+    client_for(lead).post("/waste/bulk/", {"action": "acknowledge", "ids": mine})
+    assert sorted(
+        Finding.objects.filter(status=Status.ACKNOWLEDGED).values_list("pk", flat=True)
+    ) == sorted(mine)
+    assert FindingEvent.objects.filter(to_status=Status.ACKNOWLEDGED, by=lead).count() == 2
+
+
+def test_the_csv_export_has_one_row_per_finding_and_currency(found, lead):
+    with time_machine.travel(NOW, tick=False):
+        response = client_for(lead).get("/waste.csv?kind=idle_gpu&start=2025-03-10&end=2025-03-11")
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0][:8] == [
+        "id",
+        "kind",
+        "project",
+        "resource_id",
+        "status",
+        "currency",
+        "wasted_in_period",
+        "wasted_since_first_seen",
+    ]
+    assert [(row[3], row[6], row[7]) for row in rows[1:]] == [
+        ("i-u", "10.000000000000000", "10"),
+        ("i-a", "5.000000000000000", "5"),
+        ("i-b", "3.250000000000000", "3.25"),
+    ]
+    assert rows[1][1] == Kind.IDLE_GPU

@@ -139,6 +139,7 @@ SAMPLES: dict[str, Sample] = {
     "gpu_pk": Sample(lambda other: other.gpu.pk),
     "mapping_pk": Sample(lambda other: other.host_mapping.pk),
     "finding_pk": Sample(lambda other: other.finding.pk),
+    "finding_id": Sample(lambda other: other.finding.pk),
     # GPU metric sources are the installation's, staff's to change: they belong to no team.
     "source_pk": Sample(lambda other: 1, team_scoped=False),
     # Billing import runs are the installation's, staff's only: they belong to no team.
@@ -317,8 +318,8 @@ def test_a_logged_in_user_who_is_not_staff_is_sent_to_the_admin_login(member_cli
 @pytest.mark.parametrize("route", API_ENDPOINTS, ids=str)
 def test_every_api_endpoint_answers_401_without_a_token(client, route):
     url = route.url(OtherTeam())
-    response = client.get(url)
-    assert response.status_code == 401, f"{route}: GET {url} without a token answered {response}"
+    response = _api_read_or_write(route, url, token=None)
+    assert response.status_code == 401, f"{route}: {url} without a token answered {response}"
     assert response["WWW-Authenticate"] == 'Bearer realm="costsite"'
 
 
@@ -330,13 +331,14 @@ def test_an_outsiders_token_gets_404_on_every_api_object_url_of_another_team(
     url = route.url(OtherTeam())
     outsider_token = api_token_create(user=outsider, name="outsider").secret
     staff_token = api_token_create(user=staff, name="staff").secret
-    # Every API path answers GET; the writes at the same paths go through the same look-up.
-    response = Client().get(url, headers={"Authorization": f"Bearer {outsider_token}"})
+    # A path that answers GET is read; the writes at the same paths go through the same look-up.
+    # A path with only a write (a finding's status action) is sent its sample body.
+    response = _api_read_or_write(route, url, token=outsider_token)
     assert response.status_code == 404, (
-        f"{route}: the outsider's GET {url} answered {response.status_code}, not 404"
+        f"{route}: the outsider's request of {url} answered {response.status_code}, not 404"
     )
-    allowed = Client().get(url, headers={"Authorization": f"Bearer {staff_token}"})
-    assert allowed.status_code == 200, f"{route}: staff's GET {url} answered {allowed.status_code}"
+    allowed = _api_read_or_write(route, url, token=staff_token)
+    assert allowed.status_code == 200, f"{route}: staff's request of {url} answered {allowed}"
 
 
 # ---- every method of the API, and who of a team may do what ----
@@ -364,10 +366,24 @@ WRITE_BODIES = {
     "api:deployment_traffic_post": {"hours": [{"hour": "2025-03-01T10:00:00Z", "requests": 1}]},
     "api:host_mapping_put": {"resource_id": "i-0hidden"},
     "api:host_mapping_delete": None,
+    "api:finding_status": {"action": "acknowledge"},
 }
 API_WRITES = [
     route for route in API_ENDPOINTS if set(API_METHODS.get(route.name, ["GET"])) - {"GET"}
 ]
+
+
+def _api_read_or_write(route: Route, url: str, *, token: str | None):
+    """GET where the path answers GET, else the path's one write with its sample body."""
+    import json
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if "GET" in API_METHODS.get(route.name, ["GET"]):
+        return Client().get(url, headers=headers)
+    (method,) = API_METHODS[route.name]
+    return getattr(Client(), method.lower())(
+        url, json.dumps(WRITE_BODIES[route.name]), content_type="application/json", headers=headers
+    )
 
 
 def test_every_api_write_has_a_sample_body():
@@ -462,6 +478,11 @@ ACCESS = {
     "allocation_rule_edit": "staff",
     "allocation_rule_delete": "staff",
     "allocation_run_status": "staff",
+    "waste": "member",
+    "waste_csv": "member",
+    "waste_bulk": "lead",
+    "finding_detail": "member",
+    "finding_action": "lead",
 }
 RULED = [route for route in GUARDED if not route.name.startswith("admin:")]
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.accounts.models import Organization
+from apps.accounts.selectors import teams_led_by
 
 from . import selectors, services
 from .charts import evidence_chart
@@ -162,6 +163,8 @@ def finding_action(request: HttpRequest, finding_pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def waste_bulk(request: HttpRequest) -> HttpResponse:
+    if not (request.user.is_staff or teams_led_by(user=request.user).exists()):
+        raise Http404("Only staff and team leads act on findings.")
     form = BulkForm(request.POST)
     back = reverse("waste") + (f"?{request.POST['query']}" if request.POST.get("query") else "")
     if not form.is_valid():

@@ -178,11 +178,18 @@ class FocusNormaliser:
     def _source_name(self, focus_name: str) -> str:
         return self.columns.focus.get(focus_name, focus_name)
 
-    def _fail(self, column: str, index: int, first_row: int, value, expected: str):
+    def _fail(
+        self, column: str, index: int, first_row: int, value, expected: str, *, problem: str = ""
+    ):
         if self._source_index is not None:
             index = self._source_index[index]
         return BillingRowError(
-            self.label, first_row + index, self._source_name(column), value, expected
+            self.label,
+            first_row + index,
+            self._source_name(column),
+            value,
+            expected,
+            problem=problem,
         )
 
     # -- columns ---------------------------------------------------------------------------
@@ -606,7 +613,7 @@ def _short(key: object) -> str:
 def _moment(value: datetime | None) -> str | None:
     if value is None:
         return None
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value.year >= 1000 else value.isoformat()
+    return f"{value.year:04d}-{value:%m-%dT%H:%M:%S}Z"
 
 
 def _zoned(array: pa.Array) -> pa.Array:

@@ -10,7 +10,7 @@ Facts about the formats: shared/reference/gpu-metrics-formats.md.
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 import numpy as np
@@ -38,6 +38,39 @@ SENTINEL_FLOOR = 1.4e14
 
 class GpuMetricsError(Exception):
     """Bad input: the message names the file and, where it can, the line and column."""
+
+
+# The plausible window for a reading: from 2000-01-01 (before any GPU this reads) to a day from
+# now (a clock or time zone off by hours). A reading outside it fails the import: its hour would
+# be nowhere on a chart, or beyond what dates can hold.
+EARLIEST_READING = datetime(2000, 1, 1, tzinfo=UTC)
+READING_AHEAD = timedelta(days=1)
+
+
+def reading_window() -> tuple[float, float]:
+    """The window, in seconds since the epoch."""
+    return EARLIEST_READING.timestamp(), (datetime.now(tz=UTC) + READING_AHEAD).timestamp()
+
+
+def first_outside(ts: np.ndarray, window: tuple[float, float]) -> int | None:
+    """The position of the first time outside the window (NaN included), or None."""
+    low, high = window
+    ts = np.asarray(ts, dtype=np.float64)
+    outside = ~((ts >= low) & (ts <= high))
+    return int(np.argmax(outside)) if outside.any() else None
+
+
+def outside_window(seconds: float, window: tuple[float, float]) -> str:
+    """What is wrong with a time outside the window, in words."""
+    try:
+        shown = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        shown = f"{seconds!r} seconds since 1970"
+    high = datetime.fromtimestamp(window[1], tz=UTC)
+    return (
+        f"the time {shown} is outside the plausible window for a reading (from 2000-01-01 "
+        f"to {high:%Y-%m-%d %H:%M} UTC, a day from now)"
+    )
 
 
 @dataclass

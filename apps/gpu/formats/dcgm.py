@@ -26,6 +26,8 @@ from . import (
     MetricBatch,
     ParseContext,
     clean_values,
+    outside_window,
+    reading_window,
 )
 
 # Series name -> (metric, factor to the rollup's unit). Lower-case names are the 1.x exporter's
@@ -125,6 +127,11 @@ def parse(stream, *, context: ParseContext) -> Iterator[MetricBatch]:
     text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="strict", newline=None)
     lines = _CountingLines(text)
     default_ts = context.taken_at.timestamp() if context.taken_at else None
+    window = reading_window()
+    if default_ts is not None and not window[0] <= default_ts <= window[1]:
+        raise GpuMetricsError(
+            f"{context.name}: when it was taken (--at): {outside_window(default_ts, window)}."
+        )
     columns: dict[str, tuple[list[int], list[float], list[float]]] = defaultdict(
         lambda: ([], [], [])
     )
@@ -154,6 +161,11 @@ def parse(stream, *, context: ParseContext) -> Iterator[MetricBatch]:
                     raise GpuMetricsError(
                         f"{context.name}: the scrape has no timestamps; say when it was taken "
                         "(--at)."
+                    )
+                if not window[0] <= ts <= window[1]:
+                    raise GpuMetricsError(
+                        f"{context.name}: line {lines.number}, the timestamp of {sample.name}: "
+                        f"{outside_window(float(ts), window)}."
                     )
                 gpus, times, values = columns[metric]
                 gpus.append(gpu_id)

@@ -614,9 +614,9 @@ def manifest_parts(path: str | Path, *, root: str | Path | None = None) -> list[
         if found is not None and not found.resolve().is_relative_to(inside):
             raise BillingFileError(
                 label,
-                f"lists part {key!r}, which resolves outside "
-                f"{'the source' if root is not None else 'its own folder'} ({found.resolve()}): "
-                "a manifest's parts must be inside it",
+                f"lists part {key!r}, which is outside "
+                f"{'the source' if root is not None else 'its own folder'}: a manifest's parts "
+                "must be inside it",
             )
         if found is None:
             raise BillingFileError(

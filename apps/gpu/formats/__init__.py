@@ -63,7 +63,8 @@ def first_outside(ts: np.ndarray, window: tuple[float, float]) -> int | None:
 def outside_window(seconds: float, window: tuple[float, float]) -> str:
     """What is wrong with a time outside the window, in words."""
     try:
-        shown = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        moment = datetime.fromtimestamp(seconds, tz=UTC)
+        shown = f"{moment.year:04d}-{moment:%m-%d %H:%M:%S} UTC"
     except (OverflowError, OSError, ValueError):
         shown = f"{seconds!r} seconds since 1970"
     high = datetime.fromtimestamp(window[1], tz=UTC)

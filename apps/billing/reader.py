@@ -136,6 +136,10 @@ class SourceFile:
                 size = len(carry) + got
                 if got == 0:
                     cut = size
+                    if buffer.count(b'"', 0, size) % 2:
+                        # The last quoted field never closes: it would swallow every row
+                        # after it, so say where it opens instead.
+                        raise self._open_quote(buffer, size, records_before, header_pending)
                 else:
                     cut = _record_boundary(buffer, size)
                     if cut <= 0:
@@ -175,6 +179,31 @@ class SourceFile:
             raw.close()
         self.sha256 = hasher.hexdigest()
         self.bytes_read = self.size
+
+    def _open_quote(
+        self, buffer: bytearray, size: int, records_before: int, header_pending: bool
+    ) -> BillingFileError:
+        """The error for a quote left open at the end of the file, naming the row it opens in."""
+        start = 0
+        if header_pending:
+            if buffer.startswith(codecs.BOM_UTF8):
+                start = len(codecs.BOM_UTF8)
+            if _first_record_end(buffer, start, size) >= size:
+                return self.fail("has an unterminated quote in its header row")
+            start = _first_record_end(buffer, start, size)
+        cut = max(_record_boundary(buffer, size), start)
+        whole = 0
+        if cut > start:
+            serial = pcsv.ReadOptions(column_names=self.header, use_threads=False)
+            parse = pcsv.ParseOptions(newlines_in_values=True, invalid_row_handler=lambda _: "skip")
+            whole = pcsv.read_csv(
+                pa.py_buffer(bytes(buffer[start:cut])), read_options=serial, parse_options=parse
+            ).num_rows
+        row = records_before + whole + 2  # the header is row 1
+        return self.fail(
+            f"row {row} has an unterminated quote: a quoted field opens and never closes (a "
+            '" is missing or stray)'
+        )
 
     def _parse(self, chunk: bytes, records_before: int, read_options, convert_options) -> pa.Table:
         bad_rows: list[pcsv.InvalidRow] = []

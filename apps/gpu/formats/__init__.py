@@ -8,6 +8,7 @@ through the `ParseContext`, so parsers never touch the database themselves.
 Facts about the formats: shared/reference/gpu-metrics-formats.md.
 """
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -37,7 +38,13 @@ SENTINEL_FLOOR = 1.4e14
 
 
 class GpuMetricsError(Exception):
-    """Bad input: the message names the file and, where it can, the line and column."""
+    """Bad input: the message names the file and, where it can, the line and column.
+
+    A NUL byte quoted from the input is shown as `\\x00`: the message is stored as text, which
+    cannot hold one."""
+
+    def __init__(self, message: str):
+        super().__init__(str(message).replace("\x00", "\\x00"))
 
 
 # The plausible window for a reading: from 2000-01-01 (before any GPU this reads) to a day from
@@ -139,9 +146,30 @@ def detect_format(head: bytes) -> str | None:
     return None
 
 
+def _text_checked(context: ParseContext) -> ParseContext:
+    """The context, its GPU resolver refusing what no database text can hold (a NUL byte, from
+    binary data or a JSON escape) before it reaches the database."""
+    resolve = context.gpu_id
+
+    def gpu_id(info: GpuInfo) -> int:
+        for name in (each.name for each in dataclasses.fields(GpuInfo)):
+            value = getattr(info, name)
+            if isinstance(value, str) and "\x00" in value:
+                shown = value if len(value) <= 60 else value[:59] + "…"
+                raise GpuMetricsError(
+                    f"{context.name}: the GPU's {name.replace('_', ' ')} {shown!r} holds a NUL "
+                    "byte (binary data, not text)."
+                )
+        return resolve(info)
+
+    return dataclasses.replace(context, gpu_id=gpu_id)
+
+
 def parse(fmt: str, stream, *, context: ParseContext) -> Iterator[MetricBatch]:
     """Batches of `stream` (binary) in format `fmt`."""
     from . import dcgm, nvidia_smi, prometheus
+
+    context = _text_checked(context)
 
     parsers = {
         "dcgm": dcgm.parse,

@@ -111,8 +111,9 @@ def gpu_info_from_labels(labels: dict[str, str], *, fallback_host: str) -> GpuIn
 class _CountingLines:
     """Feeds the parser line by line and remembers which line it is on, for error messages."""
 
-    def __init__(self, text: io.TextIOBase):
+    def __init__(self, text: io.TextIOBase, name: str = ""):
         self.text = text
+        self.name = name
         self.number = 0
         self.line = ""
 
@@ -120,12 +121,17 @@ class _CountingLines:
         for line in self.text:
             self.number += 1
             self.line = line
+            if "\x00" in line:
+                raise GpuMetricsError(
+                    f"{self.name}: line {self.number}: holds a NUL byte (binary data, not "
+                    "Prometheus text)."
+                )
             yield line
 
 
 def parse(stream, *, context: ParseContext) -> Iterator[MetricBatch]:
     text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="strict", newline=None)
-    lines = _CountingLines(text)
+    lines = _CountingLines(text, context.name)
     default_ts = context.taken_at.timestamp() if context.taken_at else None
     window = reading_window()
     if default_ts is not None and not window[0] <= default_ts <= window[1]:

@@ -466,10 +466,11 @@ def billing_outcome(case: Case) -> Outcome:
     from apps.billing.models import CostLineItem, DailyCost, Delivery, ImportRun
     from apps.billing.services import import_run_create, import_run_execute
 
-    before = (CostLineItem.objects.count(), DailyCost.objects.count(), Delivery.objects.count())
+    tables = (CostLineItem, DailyCost, Delivery)
+    before = _counts(tables)
     run = import_run_create(paths=[str(case.path)], requested_format=case.importer)
     run = import_run_execute(import_run=run)
-    after = (CostLineItem.objects.count(), DailyCost.objects.count(), Delivery.objects.count())
+    after = _counts(tables)
     if run.status == ImportRun.Status.FAILED:
         return _failure(case, run.error, before, after)
     if run.status == ImportRun.Status.SUCCEEDED:
@@ -490,15 +491,25 @@ def metrics_outcome(case: Case) -> Outcome:
     from apps.gpu.models import Gpu, GpuHour, MetricImport
     from apps.gpu.services import metric_import_create, metric_import_execute
 
-    before = (Gpu.objects.count(), GpuHour.objects.count())
+    before = _counts((Gpu, GpuHour))
     run = metric_import_create(path=str(case.path), requested_format=case.importer, host="node-x")
     run = metric_import_execute(metric_import=run)
-    after = (Gpu.objects.count(), GpuHour.objects.count())
+    after = _counts((Gpu, GpuHour))
     if run.status == MetricImport.Status.FAILED:
         return _failure(case, run.error, before, after)
     if run.status in (MetricImport.Status.SUCCEEDED, MetricImport.Status.UNCHANGED):
         return _success(case, run.status)
     return Outcome(run.status, run.error, False, f"ended {run.status}")
+
+
+def _counts(models: tuple) -> tuple[int, ...]:
+    """The rows of each table, in one query."""
+    from django.db import connection
+
+    counts = ", ".join(f"(SELECT count(*) FROM {model._meta.db_table})" for model in models)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {counts}")
+        return tuple(cursor.fetchone())
 
 
 def _failure(case: Case, message: str, before: tuple, after: tuple) -> Outcome:

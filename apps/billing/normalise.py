@@ -215,6 +215,8 @@ class FocusNormaliser:
             if array is None:
                 out[column.field] = pa.nulls(length, _arrow_type(column))
                 continue
+            if column.kind != "decimal" and column.kind != "datetime":
+                self._refuse_nul(column.name, array, first_row)
             typed = self._typed(column, array, first_row)
             if isinstance(typed, tuple):
                 typed, text = typed
@@ -251,6 +253,8 @@ class FocusNormaliser:
         out["instance_type"] = instance_type
         out["gpu_count"] = gpu_count
         out["cost_kind"] = self._cost_kind(out["service_category"], instance_type, gpu_count)
+        for name, array in extras.items():
+            self._refuse_nul(name, array, first_row)
         out["extra"] = self._extra_json(extras, length)
         self._check_lines(out, first_row)
         return pa.table(out)
@@ -265,6 +269,18 @@ class FocusNormaliser:
         if column.kind == "json":
             return self._json_object(column.name, array, first_row)
         return self._clean(array)
+
+    def _refuse_nul(self, name: str, array: pa.Array, first_row: int) -> None:
+        """A NUL byte is binary data: no database text holds it."""
+        if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+            return
+        found = pc.match_substring(array, "\x00")
+        if pc.any(found).as_py():
+            index = pc.index(pc.fill_null(found, False), True).as_py()
+            value = array[index].as_py().replace("\x00", "\\x00")
+            raise self._fail(
+                name, index, first_row, value, "text", problem="holds a NUL byte (binary data)"
+            )
 
     def _enum(self, column: Column, array: pa.Array, first_row: int) -> pa.Array:
         array = self._clean(array)
@@ -386,6 +402,11 @@ class FocusNormaliser:
         if not isinstance(parsed, dict):
             index = pc.index(array, value).as_py()
             raise self._fail(name, index, first_row, value, "a JSON object of keys and values")
+        if _holds_nul(parsed):  # a \u0000 escape
+            index = pc.index(array, value).as_py()
+            raise self._fail(
+                name, index, first_row, value, "", problem="holds a NUL character (\\u0000)"
+            )
         if name == "Tags":
             self._check_tags(parsed, value, array, first_row)
         return json.dumps(
@@ -603,6 +624,16 @@ class FocusNormaliser:
         joined = pc.binary_join_element_wise(*parts, "")
         body = pc.utf8_slice_codeunits(joined, 0, -1)  # the last comma
         return pc.binary_join_element_wise("{", body, "}", "")
+
+
+def _holds_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
 
 
 def _short(key: object) -> str:

@@ -433,3 +433,36 @@ def test_an_ea_export_with_empty_billing_periods_is_still_named(acme, tmp_path):
         "ea.csv: row 2, column BillingPeriodStartDate: empty, but a date such as 01/31/2025 is "
         "required"
     )
+
+
+# -- NUL bytes -----------------------------------------------------------------------------------
+
+
+def test_a_nul_byte_past_the_files_first_bytes_is_named(acme, tmp_path):
+    lines = [focus_line(ResourceName="r" * 100) for _ in range(800)]  # past the 64 KiB sniffed
+    lines.append(focus_line(ResourceName="bad\x00name"))
+    path = write_focus(tmp_path / "focus.csv", lines)
+
+    assert failed(run_import(path)) == (
+        "focus.csv: row 802, column ResourceName: 'bad\\\\x00name' holds a NUL byte (binary data)"
+    )
+
+
+def test_a_nul_in_a_parquet_text_column_is_named(acme, tmp_path):
+    lines = cur_athena_lines(cur_lines()[:2])
+    lines[1]["line_item_resource_id"] = "i-\x00"
+    path = write_parquet(tmp_path / "cur.parquet", lines)
+
+    assert failed(run_import(path)) == (
+        "cur.parquet: row 3, column line_item_resource_id: 'i-\\\\x00' holds a NUL byte (binary "
+        "data)"
+    )
+
+
+def test_a_json_escaped_nul_in_tags_is_named(acme, tmp_path):
+    path = write_focus(tmp_path / "focus.csv", [focus_line(Tags='{"project": "a\\u0000b"}')])
+
+    assert failed(run_import(path)) == (
+        'focus.csv: row 2, column Tags: \'{"project": "a\\\\u0000b"}\' holds a NUL character '
+        "(\\u0000)"
+    )

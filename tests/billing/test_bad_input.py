@@ -371,9 +371,9 @@ def test_a_carriage_return_inside_a_quoted_header_or_field_is_data(acme, tmp_pat
         write_focus(tmp_path / "plain.csv", [focus_line(ResourceName="a\rb")]).read_bytes().decode()
     )
     header, row, _ = plain.split("\r\n")
-    # A last header name holding a CR (quoted, so valid CSV), and its field ending in one.
+    # A first header name holding a CR (quoted, so valid CSV), and its field ending in one.
     path = tmp_path / "cr.csv"
-    path.write_bytes(f'{header},"x_Note\rmore"\n{row},"note\r"\n'.encode())
+    path.write_bytes(f'"x_Note\rmore",{header}\n"note\r",{row}\n'.encode())
 
     run = run_import(path)
 
@@ -465,4 +465,26 @@ def test_a_json_escaped_nul_in_tags_is_named(acme, tmp_path):
     assert failed(run_import(path)) == (
         'focus.csv: row 2, column Tags: \'{"project": "a\\\\u0000b"}\' holds a NUL character '
         "(\\u0000)"
+    )
+
+
+def test_a_quote_left_open_at_the_end_of_the_file_names_its_row(acme, tmp_path):
+    text = write_focus(tmp_path / "plain.csv", [focus_line()] * 3).read_bytes().decode()
+    header, first, second, third, _ = text.split("\r\n")
+    path = tmp_path / "open.csv"
+    # The second row's last field opens a quote that never closes: it would swallow the third.
+    path.write_bytes(f'{header}\r\n{first}\r\n{second[:-1]}"x\r\n{third}\r\n'.encode())
+
+    assert failed(run_import(path)) == (
+        'open.csv: row 3 has an unterminated quote: a quoted field opens and never closes (a " '
+        "is missing or stray)"
+    )
+
+
+def test_a_gcp_invoice_month_whose_end_no_date_holds_is_refused(acme, tmp_path):
+    path = write_gcp(tmp_path / "gcp.csv", [gcp_row(cost="1", **{"invoice.month": "999912"})])
+
+    assert failed(run_import(path)) == (
+        "gcp.csv: row 2, column invoice.month: '999912' is outside the plausible window for a "
+        "billing period (from 2000-01-01)"
     )

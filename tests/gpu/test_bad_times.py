@@ -101,3 +101,20 @@ def test_a_prometheus_point_outside_the_window_names_its_series_and_point(load, 
         f"the time {shown} is outside the plausible window for a reading {WINDOW}."
     )
     assert Gpu.objects.count() == 0
+
+
+def test_a_nul_byte_in_a_scrape_names_its_line(load):
+    text = scrape([series("DCGM_FI_DEV_GPU_UTIL", "10") + " 1784023200000", "DCGM\x00_X 5"])
+
+    assert refused(load, text, "dcgm", name="scrape.txt").endswith(
+        "scrape.txt: line 2: holds a NUL byte (binary data, not Prometheus text)."
+    )
+
+
+def test_a_nul_in_a_prometheus_label_is_refused_before_the_database(load):
+    text = response((labels("DCGM_FI_DEV_GPU_UTIL", uuid="GPU-\u0000"), [[1784023200, "10"]]))
+
+    assert refused(load, text, "prometheus-json", name="range.json").endswith(
+        "range.json: the GPU's uuid 'GPU-\\x00' holds a NUL byte (binary data, not text)."
+    )
+    assert Gpu.objects.count() == 0

@@ -1,10 +1,13 @@
 """Fixtures every test can use: the three standing users of STYLE.md (a lead and a member of the
 project's team, an outsider who leads another team) plus staff, and clients logged in as each."""
 
+import os
 import shutil
 
 import pytest
 from django.test import Client
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from apps.accounts.models import Membership
 
@@ -117,3 +120,15 @@ def browser_page(monkeypatch):
         page.on("pageerror", lambda error: page.problems.append(str(error)))
         yield page
         browser.close()
+
+
+# Property tests (Hypothesis): the bounded profile CI runs; bench/import_fuzz.py runs thousands.
+# No example database: runs leave no files behind and every run draws afresh.
+hypothesis_settings.register_profile(
+    "ci",
+    max_examples=200,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

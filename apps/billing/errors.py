@@ -24,10 +24,14 @@ class BillingFileError(BillingImportError):
 class BillingRowError(BillingImportError):
     """A value that cannot be understood: names the row (the header is row 1) and the column."""
 
-    def __init__(self, file: str, row: int, column: str, value: object, expected: str):
+    def __init__(
+        self, file: str, row: int, column: str, value: object, expected: str, *, problem: str = ""
+    ):
         self.file, self.row, self.column, self.value = file, row, column, value
         if value is None:
             detail = f"empty, but {expected} is required"
+        elif problem:  # what is wrong, when "is not <expected>" would mislead
+            detail = f"{_shown(value)} {problem}"
         else:
             detail = f"{_shown(value)} is not {expected}"
         super().__init__(f"{file}: row {row}, column {column}: {detail}")
@@ -46,9 +50,17 @@ class SourceValueError(Exception):
     """A bad value a format found while mapping a batch onto FOCUS: the batch's row index and the
     source column; the importer adds the file and the row number (`at`)."""
 
-    def __init__(self, index: int, column: str, value: object, expected: str):
+    def __init__(self, index: int, column: str, value: object, expected: str, *, problem: str = ""):
         self.index, self.column, self.value, self.expected = index, column, value, expected
+        self.problem = problem
         super().__init__(f"row index {index}, column {column}")
 
     def at(self, file: str, first_row: int) -> BillingRowError:
-        return BillingRowError(file, first_row + self.index, self.column, self.value, self.expected)
+        return BillingRowError(
+            file,
+            first_row + self.index,
+            self.column,
+            self.value,
+            self.expected,
+            problem=self.problem,
+        )

@@ -16,7 +16,8 @@ what was expected.
 
 import json
 import re
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Context, Decimal
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -35,6 +36,39 @@ NULL_TOKENS = pa.array(["", "NULL", "null", "Null"], pa.string())
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 QUANTUM = Decimal("1e-15")
 LIMIT = Decimal("1e23")  # 38 digits with 15 after the point
+TOO_LARGE = (
+    "is too large for the column (it holds numbers of up to 23 digits before the point and 15 "
+    "after: below 10^23 in size)"
+)
+# Texts Arrow's decimal cast would wrap around instead of refusing: 24 or more digits before the
+# point, or an exponent of 10 or more. They take the careful path.
+OVERFLOWING = r"^\s*[+-]?0*[1-9]\d{23}|[eE]\+?0*[1-9]\d"
+WIDE = Context(prec=80)
+# Tags: real providers allow keys of up to 512 characters (Azure; AWS 128, GCP 63) and values of
+# up to 256 (AWS and Azure; GCP 63). Four times that is allowed for values; past it a value is no
+# label but a payload, and is refused.
+TAG_KEY_LIMIT = 512
+TAG_VALUE_LIMIT = 1024
+# The plausible window for a line's dates, around its own billing period:
+# - a billing period starts no earlier than 2000-01-01 (before any cloud bill) and no later than
+#   62 days from now (this month's or next month's bill), lasts more than nothing and at most 92
+#   days (a quarter; providers bill by the month);
+# - a charge ends no earlier than it starts;
+# - a charge starts no earlier than 731 days (two years) before its billing period (corrections
+#   fix earlier periods) and no later than 3 days after its end (billing time zones: a GCP invoice
+#   month runs on Pacific time), and ends no later than 1,127 days (a three-year commitment and a
+#   month) after the period's end (a purchase covers the commitment's term);
+# - a usage charge that is not a correction (ChargeClass = Correction) starts inside its billing
+#   period, give or take the same 3 days.
+EARLIEST_PERIOD = datetime(2000, 1, 1, tzinfo=UTC)
+PERIOD_AHEAD = timedelta(days=62)
+LONGEST_PERIOD = timedelta(days=92)
+CORRECTION_REACH = timedelta(days=731)
+ZONE_MARGIN = timedelta(days=3)
+LONGEST_TERM = timedelta(days=1127)
+# A usage line below this (in its billing currency) is refused: a refund that large comes as a
+# Credit line or a correction. Credits, adjustments and corrections have no bound.
+USAGE_COST_FLOOR = Decimal(-100_000)
 DATETIME_EXAMPLE = "a date and time such as 2025-01-31T00:00:00Z"
 CACHE_LIMIT = 200_000
 # A decimal column's source text, kept beside the number when it converted exactly: the database
@@ -144,11 +178,18 @@ class FocusNormaliser:
     def _source_name(self, focus_name: str) -> str:
         return self.columns.focus.get(focus_name, focus_name)
 
-    def _fail(self, column: str, index: int, first_row: int, value, expected: str):
+    def _fail(
+        self, column: str, index: int, first_row: int, value, expected: str, *, problem: str = ""
+    ):
         if self._source_index is not None:
             index = self._source_index[index]
         return BillingRowError(
-            self.label, first_row + index, self._source_name(column), value, expected
+            self.label,
+            first_row + index,
+            self._source_name(column),
+            value,
+            expected,
+            problem=problem,
         )
 
     # -- columns ---------------------------------------------------------------------------
@@ -174,6 +215,8 @@ class FocusNormaliser:
             if array is None:
                 out[column.field] = pa.nulls(length, _arrow_type(column))
                 continue
+            if column.kind != "decimal" and column.kind != "datetime":
+                self._refuse_nul(column.name, array, first_row)
             typed = self._typed(column, array, first_row)
             if isinstance(typed, tuple):
                 typed, text = typed
@@ -210,7 +253,10 @@ class FocusNormaliser:
         out["instance_type"] = instance_type
         out["gpu_count"] = gpu_count
         out["cost_kind"] = self._cost_kind(out["service_category"], instance_type, gpu_count)
+        for name, array in extras.items():
+            self._refuse_nul(name, array, first_row)
         out["extra"] = self._extra_json(extras, length)
+        self._check_lines(out, first_row)
         return pa.table(out)
 
     def _typed(self, column: Column, array: pa.Array, first_row: int) -> pa.Array:
@@ -223,6 +269,18 @@ class FocusNormaliser:
         if column.kind == "json":
             return self._json_object(column.name, array, first_row)
         return self._clean(array)
+
+    def _refuse_nul(self, name: str, array: pa.Array, first_row: int) -> None:
+        """A NUL byte is binary data: no database text holds it."""
+        if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+            return
+        found = pc.match_substring(array, "\x00")
+        if pc.any(found).as_py():
+            index = pc.index(pc.fill_null(found, False), True).as_py()
+            value = array[index].as_py().replace("\x00", "\\x00")
+            raise self._fail(
+                name, index, first_row, value, "text", problem="holds a NUL byte (binary data)"
+            )
 
     def _enum(self, column: Column, array: pa.Array, first_row: int) -> pa.Array:
         array = self._clean(array)
@@ -253,6 +311,8 @@ class FocusNormaliser:
             # A float's shortest text is the number the exporter meant.
             array = pc.cast(array, pa.string())
         array = self._clean(array)
+        if pc.any(pc.match_substring_regex(array, OVERFLOWING)).as_py():
+            return self._decimal_slowly(column, array, first_row)
         try:
             return pc.cast(array, DEC), array
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -266,15 +326,14 @@ class FocusNormaliser:
                 values.append(None)
                 continue
             text = value.strip()
-            number = None
-            if NUMBER.fullmatch(text):
-                try:
-                    number = Decimal(text).quantize(QUANTUM, rounding=ROUND_HALF_EVEN)
-                except InvalidOperation:
-                    number = None
-            if number is None or abs(number) >= LIMIT:
+            if not NUMBER.fullmatch(text):
                 raise self._fail(column.name, index, first_row, value, "a decimal number")
-            values.append(number)
+            number = Decimal(text)
+            if number.copy_abs() >= LIMIT:
+                raise self._fail(
+                    column.name, index, first_row, value, "a decimal number", problem=TOO_LARGE
+                )
+            values.append(number.quantize(QUANTUM, rounding=ROUND_HALF_EVEN, context=WIDE))
         return pa.array(values, DEC)
 
     def _datetime(self, column: Column, array: pa.Array, first_row: int) -> pa.Array:
@@ -343,9 +402,136 @@ class FocusNormaliser:
         if not isinstance(parsed, dict):
             index = pc.index(array, value).as_py()
             raise self._fail(name, index, first_row, value, "a JSON object of keys and values")
+        if _holds_nul(parsed):  # a \u0000 escape
+            index = pc.index(array, value).as_py()
+            raise self._fail(
+                name, index, first_row, value, "", problem="holds a NUL character (\\u0000)"
+            )
+        if name == "Tags":
+            self._check_tags(parsed, value, array, first_row)
         return json.dumps(
             {str(key).strip(): item for key, item in parsed.items()}, separators=(",", ":")
         )
+
+    def _check_tags(self, tags: dict, value: str, array: pa.Array, first_row: int) -> None:
+        for key, item in tags.items():
+            text = item if isinstance(item, str) else json.dumps(item)
+            if len(str(key)) > TAG_KEY_LIMIT:
+                problem = (
+                    f"has a tag key of {len(str(key)):,} characters (at most {TAG_KEY_LIMIT} "
+                    "are taken)"
+                )
+            elif len(text) > TAG_VALUE_LIMIT:
+                problem = (
+                    f"has a value of {len(text):,} characters for tag {_short(key)} (at most "
+                    f"{TAG_VALUE_LIMIT:,} are taken)"
+                )
+            else:
+                continue
+            index = pc.index(array, value).as_py()
+            raise self._fail("Tags", index, first_row, value, "tags", problem=problem)
+
+    # -- the line as a whole -----------------------------------------------------------------
+
+    def _check_lines(self, out: dict[str, pa.Array], first_row: int) -> None:
+        """Refuse what no real bill holds (the window above): dates out of all proportion to
+        the billing period, charges that end before they start, huge negative usage."""
+        period_start = out["billing_period_start"]
+        period_end = out["billing_period_end"]
+        start = out["charge_period_start"]
+        end = out["charge_period_end"]
+        now = datetime.now(tz=UTC)
+
+        def scalar(moment: datetime) -> pa.Scalar:
+            return pa.scalar(moment, TS)
+
+        def shift(array: pa.Array, delta: timedelta) -> pa.Array:
+            # Arrow's add checks nothing: clamp, so that year 1 minus two years stays year 1.
+            return pc.add(array, pa.scalar(delta, pa.duration("us")))
+
+        def refuse(
+            broken: pa.Array, column: str, values: pa.Array, problem: str, *, money=False
+        ) -> None:
+            broken = pc.fill_null(broken, False)
+            if not pc.any(broken).as_py():
+                return
+            index = pc.index(broken, True).as_py()
+            value = values[index].as_py()
+            shown = str(value) if money else _moment(value)
+            raise self._fail(column, index, first_row, shown, "", problem=problem)
+
+        refuse(
+            pc.or_(
+                pc.less(period_start, scalar(EARLIEST_PERIOD)),
+                pc.greater(period_start, scalar(now + PERIOD_AHEAD)),
+            ),
+            "BillingPeriodStart",
+            period_start,
+            "is outside the plausible window for a billing period's start (from 2000-01-01 to "
+            f"{(now + PERIOD_AHEAD):%Y-%m-%d}, 62 days from now)",
+        )
+        # The period start is now within bounds: shifting it by the margins cannot overflow.
+        refuse(
+            pc.less_equal(period_end, period_start),
+            "BillingPeriodEnd",
+            period_end,
+            "is not after the billing period's start",
+        )
+        refuse(
+            pc.greater(period_end, shift(period_start, LONGEST_PERIOD)),
+            "BillingPeriodEnd",
+            period_end,
+            "makes the billing period longer than 92 days",
+        )
+        refuse(
+            pc.less(end, start),
+            "ChargePeriodEnd",
+            end,
+            "is before the charge's start (ChargePeriodStart): the charge ends before it starts",
+        )
+        refuse(
+            pc.or_(
+                pc.less(start, shift(period_start, -CORRECTION_REACH)),
+                pc.greater_equal(start, shift(period_end, ZONE_MARGIN)),
+            ),
+            "ChargePeriodStart",
+            start,
+            "is outside the plausible window around the billing period (from 731 days before "
+            "its start to 3 days after its end)",
+        )
+        refuse(
+            pc.greater(end, shift(period_end, LONGEST_TERM)),
+            "ChargePeriodEnd",
+            end,
+            "is more than 1,127 days (a three-year term) after the billing period's end",
+        )
+        usage = pc.and_(
+            pc.fill_null(pc.equal(out["charge_category"], "Usage"), False),
+            pc.invert(pc.fill_null(pc.equal(out["charge_class"], "Correction"), False)),
+        )
+        refuse(
+            pc.and_(
+                usage,
+                pc.or_(
+                    pc.less(start, shift(period_start, -ZONE_MARGIN)),
+                    pc.greater_equal(start, shift(period_end, ZONE_MARGIN)),
+                ),
+            ),
+            "ChargePeriodStart",
+            start,
+            "is outside the billing period of this usage charge (only a correction, ChargeClass "
+            "= Correction, may charge an earlier period)",
+        )
+        floor = pa.scalar(USAGE_COST_FLOOR, DEC)
+        for field, column in (("billed_cost", "BilledCost"), ("effective_cost", "EffectiveCost")):
+            refuse(
+                pc.and_(usage, pc.less(out[field], floor)),
+                column,
+                out[field],
+                f"is below {USAGE_COST_FLOOR} for a usage charge (a refund that large comes as "
+                "a Credit line or a correction)",
+                money=True,
+            )
 
     # -- derived columns -------------------------------------------------------------------
 
@@ -438,6 +624,27 @@ class FocusNormaliser:
         joined = pc.binary_join_element_wise(*parts, "")
         body = pc.utf8_slice_codeunits(joined, 0, -1)  # the last comma
         return pc.binary_join_element_wise("{", body, "}", "")
+
+
+def _holds_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+def _short(key: object) -> str:
+    text = str(key)
+    return repr(text if len(text) <= 40 else text[:39] + "…")
+
+
+def _moment(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return f"{value.year:04d}-{value:%m-%dT%H:%M:%S}Z"
 
 
 def _zoned(array: pa.Array) -> pa.Array:

@@ -10,6 +10,7 @@ import contextlib
 import csv
 import gzip
 import hashlib
+import io
 import json
 import threading
 import zlib
@@ -135,6 +136,10 @@ class SourceFile:
                 size = len(carry) + got
                 if got == 0:
                     cut = size
+                    if buffer.count(b'"', 0, size) % 2:
+                        # The last quoted field never closes: it would swallow every row
+                        # after it, so say where it opens instead.
+                        raise self._open_quote(buffer, size, records_before, header_pending)
                 else:
                     cut = _record_boundary(buffer, size)
                     if cut <= 0:
@@ -174,6 +179,31 @@ class SourceFile:
             raw.close()
         self.sha256 = hasher.hexdigest()
         self.bytes_read = self.size
+
+    def _open_quote(
+        self, buffer: bytearray, size: int, records_before: int, header_pending: bool
+    ) -> BillingFileError:
+        """The error for a quote left open at the end of the file, naming the row it opens in."""
+        start = 0
+        if header_pending:
+            if buffer.startswith(codecs.BOM_UTF8):
+                start = len(codecs.BOM_UTF8)
+            if _first_record_end(buffer, start, size) >= size:
+                return self.fail("has an unterminated quote in its header row")
+            start = _first_record_end(buffer, start, size)
+        cut = max(_record_boundary(buffer, size), start)
+        whole = 0
+        if cut > start:
+            serial = pcsv.ReadOptions(column_names=self.header, use_threads=False)
+            parse = pcsv.ParseOptions(newlines_in_values=True, invalid_row_handler=lambda _: "skip")
+            whole = pcsv.read_csv(
+                pa.py_buffer(bytes(buffer[start:cut])), read_options=serial, parse_options=parse
+            ).num_rows
+        row = records_before + whole + 2  # the header is row 1
+        return self.fail(
+            f"row {row} has an unterminated quote: a quoted field opens and never closes (a "
+            '" is missing or stray)'
+        )
 
     def _parse(self, chunk: bytes, records_before: int, read_options, convert_options) -> pa.Table:
         bad_rows: list[pcsv.InvalidRow] = []
@@ -356,6 +386,13 @@ def _text_sample(path: Path, kind: str, label: str) -> str:
     else:
         with path.open("rb") as handle:
             raw = handle.read(SNIFF_BYTES)
+    encoding = _wide_encoding(raw)
+    if encoding:
+        raise BillingFileError(
+            label,
+            f"is {encoding} text; costsite reads CSV in UTF-8 only: save or export it as UTF-8 "
+            "(Excel: CSV UTF-8; iconv -f UTF-16 -t UTF-8)",
+        )
     if b"\x00" in raw:
         raise BillingFileError(label, "is a binary file, not CSV or Parquet")
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
@@ -368,6 +405,60 @@ def _text_sample(path: Path, kind: str, label: str) -> str:
     if not text.strip():
         raise BillingFileError(label, "is empty" if kind != "gzip" else "is empty once unzipped")
     return text
+
+
+# Byte-order marks of the encodings whose text is full of NUL bytes (longest first).
+WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32 (little-endian)"),
+    (codecs.BOM_UTF32_BE, "UTF-32 (big-endian)"),
+    (codecs.BOM_UTF16_LE, "UTF-16 (little-endian)"),
+    (codecs.BOM_UTF16_BE, "UTF-16 (big-endian)"),
+)
+
+
+def _wide_encoding(raw: bytes) -> str:
+    """The name of the UTF-16 or UTF-32 encoding the bytes are in, or '' when they are not:
+    told by the byte-order mark, or without one by the NUL byte of every other byte of text."""
+    for bom, name in WIDE_BOMS:
+        if raw.startswith(bom):
+            return name
+    sample = raw[:4096]
+    if len(sample) < 4:
+        return ""
+    even, odd = sample[0::2], sample[1::2]
+    for zeros, other, name in (
+        (odd, even, "UTF-16 (little-endian"),
+        (even, odd, "UTF-16 (big-endian"),
+    ):
+        if zeros.count(0) > 0.9 * len(zeros) and other.count(0) < 0.1 * len(other):
+            return f"{name}, without a byte-order mark)"
+    return ""
+
+
+def _header_record(text: str, label: str) -> tuple[list[str], str]:
+    """The first CSV record (a quoted header name may hold a line break) and what ends it."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except (csv.Error, StopIteration) as exc:
+        raise BillingFileError(label, "has no readable header row") from exc
+    # Where the record ended: the reader has consumed up to the line end.
+    consumed = _record_end(text)
+    ending = text[consumed - 2 : consumed] if consumed >= 2 else text[:consumed]
+    return header, ending
+
+
+def _record_end(text: str) -> int:
+    """Just after the first line end outside quotes (\n, \r\n or a bare \r)."""
+    quoted = False
+    for position, char in enumerate(text):
+        if char == '"':
+            quoted = not quoted
+        elif not quoted and char in "\r\n":
+            if char == "\r" and text[position + 1 : position + 2] == "\n":
+                return position + 2
+            return position + 1
+    return len(text)
 
 
 def source_inspect(path: str | Path) -> SourceFile:
@@ -395,7 +486,7 @@ def source_inspect(path: str | Path) -> SourceFile:
         )
     kind = "gzip" if magic[:2] == GZIP_MAGIC else "csv"
     text = _text_sample(path, kind, label)
-    first_line = text.splitlines()[0] if text.splitlines() else ""
+    first_line = text.split("\n", 1)[0]
     if first_line.lstrip().startswith("{"):
         # Newline-delimited JSON: the first record's (flattened) fields are the header.
         try:
@@ -406,10 +497,14 @@ def source_inspect(path: str | Path) -> SourceFile:
             raise BillingFileError(label, "row 1 is not a JSON object")
         header = list(_flatten(record, set()))
         return SourceFile(path, "ndjson", header, size, gzipped=kind == "gzip")
-    try:
-        header = next(csv.reader([first_line]))
-    except (csv.Error, StopIteration) as exc:
-        raise BillingFileError(label, "has no readable header row") from exc
+    header, ending = _header_record(text, label)
+    if ending.endswith("\r") and len(text) > len(ending):
+        # Classic Mac line ends: every record would read as part of the header's line.
+        raise BillingFileError(
+            label,
+            "ends its lines with a bare carriage return (CR, old Mac style); costsite reads CSV "
+            "lines ending in LF or CRLF: save it with those",
+        )
     duplicates = sorted({name for name in header if header.count(name) > 1 and name})
     if duplicates:
         raise BillingFileError(label, f"has duplicate columns: {', '.join(duplicates)}")

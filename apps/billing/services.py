@@ -325,9 +325,14 @@ class _Importer:
     def _import_file(self, path: str) -> str:
         clock = time.monotonic()
         self._file_rows = 0
+        self._file_notes: list[str] = []  # what the format inferred, shown with the result
         self._current_format = self.run_row.requested_format
         # A CUR manifest and its parts are one delivery; any other file is one on its own.
-        parts = manifest_parts(path)
+        origin = self.run_row.source
+        # Through a folder source, a part may be anywhere under the source's root; otherwise
+        # (the command, an upload, a bucket's spool folder) only in the manifest's folder.
+        root = origin.path if origin is not None and origin.kind != BillingSource.Kind.S3 else None
+        parts = manifest_parts(path, root=root)
         sources = [source_inspect(part) for part in parts or [path]]
         fmt = self._format(sources[0])
         self._current_format = fmt.name
@@ -392,6 +397,7 @@ class _Importer:
             raise
         if first_row == source.first_row:
             raise source.fail("has a header but no rows" if first_row == 2 else "has no rows")
+        self._file_notes.extend(n for n in columns.notes if n not in self._file_notes)
         return columns.version
 
     def _deliveries(
@@ -525,6 +531,7 @@ class _Importer:
                 "billing_period_start": _iso(period_start),
                 "billing_period_end": _iso(tally.delivery.billing_period_end),
                 "seconds": round(seconds, 3),
+                "notes": list(self._file_notes),
             }
             if seen is not None:
                 result.update(

@@ -584,14 +584,17 @@ def _product_fields(row) -> tuple[str | None, str | None, str | None]:
 # -- manifests -------------------------------------------------------------------------------
 
 
-def manifest_parts(path: str | Path) -> list[Path] | None:
+def manifest_parts(path: str | Path, *, root: str | Path | None = None) -> list[Path] | None:
     """The parts of a CUR delivery's manifest (`*-Manifest.json`), found beside it; None when
     the path is not a manifest.
 
     `reportKeys` are S3 keys; a downloaded delivery keeps the parts in the manifest's folder,
-    under their key or their file name.
+    under their key or their file name. A part must resolve (links followed) inside `root`:
+    the manifest's own folder, or the folder source's root it was found in. A key that leads
+    elsewhere (an absolute path, `..`, a link out) fails the import, naming the key.
     """
     path = Path(path)
+    inside = Path(root if root is not None else path.parent).resolve()
     if not path.name.lower().endswith("manifest.json"):
         return None
     label = path.name
@@ -608,6 +611,13 @@ def manifest_parts(path: str | Path) -> list[Path] | None:
     for key in keys:
         candidates = [path.parent / key, path.parent / Path(key).name]
         found = next((c for c in candidates if c.is_file()), None)
+        if found is not None and not found.resolve().is_relative_to(inside):
+            raise BillingFileError(
+                label,
+                f"lists part {key!r}, which is outside "
+                f"{'the source' if root is not None else 'its own folder'}: a manifest's parts "
+                "must be inside it",
+            )
         if found is None:
             raise BillingFileError(
                 label, f"lists part {key!r}, which is not beside it ({Path(key).name})"

@@ -69,6 +69,9 @@ class AzureFormat(BillingFormat):
     # role → candidates (lower-cased), first present wins
     COLUMNS: dict[str, tuple[str, ...]] = {}
     REQUIRED: tuple[str, ...] = ()
+    SPELLING: dict[str, str] = {}
+    # Whether empty billing period columns mean "the calendar month of the charge".
+    PERIOD_FROM_DATE = False
 
     def column_map(self, header: list[str]) -> ColumnMap:
         present: dict[str, str] = {}
@@ -85,8 +88,9 @@ class AzureFormat(BillingFormat):
             raise MissingColumnError(spelled, format_label=self.label)
         focus = {
             "BillingAccountId": roles["account"],
-            "BillingPeriodStart": roles["period_start"],
-            "BillingPeriodEnd": roles["period_end"],
+            # An MCA export may lack them: the period is then the charge's month (to_focus).
+            "BillingPeriodStart": roles.get("period_start", roles["date"]),
+            "BillingPeriodEnd": roles.get("period_end", roles["date"]),
             "ChargePeriodStart": roles["date"],
             "ChargePeriodEnd": roles["date"],
             "BillingCurrency": roles["currency"],
@@ -154,10 +158,22 @@ class AzureFormat(BillingFormat):
         day = _dates(column("date"), roles["date"])
         arrays["ChargePeriodStart"] = day
         arrays["ChargePeriodEnd"] = pc.add(day, pa.scalar(timedelta(days=1)))
-        arrays["BillingPeriodStart"] = _dates(column("period_start"), roles["period_start"])
-        arrays["BillingPeriodEnd"] = pc.add(
-            _dates(column("period_end"), roles["period_end"]), pa.scalar(timedelta(days=1))
-        )
+        start, end = column("period_start"), column("period_end")
+        if self.PERIOD_FROM_DATE and _empty(start) and _empty(end):
+            # Some real MCA exports leave both empty: the period is the calendar month of date.
+            arrays["BillingPeriodStart"], arrays["BillingPeriodEnd"] = _months(day)
+            note = (
+                f"{self.SPELLING['billingperiodstartdate']} and "
+                f"{self.SPELLING['billingperiodenddate']} are empty: the billing period was "
+                f"taken from the charge dates (the calendar month of {roles['date']})"
+            )
+            if note not in columns.notes:
+                columns.notes.append(note)
+        else:
+            arrays["BillingPeriodStart"] = _dates(start, roles.get("period_start", "?"))
+            arrays["BillingPeriodEnd"] = pc.add(
+                _dates(end, roles.get("period_end", "?")), pa.scalar(timedelta(days=1))
+            )
         charge = column("charge_type")
         arrays["ChargeCategory"] = (
             _lookup(charge, CHARGE_CATEGORY, roles.get("charge_type"), "a charge type")
@@ -190,6 +206,33 @@ class AzureFormat(BillingFormat):
         if "additional_info" in roles:
             arrays["SkuPriceDetails"] = _vm_size(column("additional_info"))
         return arrays
+
+
+def _empty(array: pa.Array | None) -> bool:
+    """No value at all: the column is absent, or every field is null or blank."""
+    if array is None:
+        return True
+    trimmed = pc.utf8_trim_whitespace(pc.fill_null(array, ""))
+    return pc.all(pc.equal(pc.utf8_length(trimmed), 0)).as_py()
+
+
+def _months(day: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """The first midnight of each day's calendar month, and of the month after (UTC)."""
+    encoded = pc.dictionary_encode(day)
+    starts, ends = [], []
+    for moment in encoded.dictionary.to_pylist():
+        first = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        starts.append(first)
+        ends.append(
+            first.replace(year=first.year + 1, month=1)
+            if first.month == 12
+            else first.replace(month=first.month + 1)
+        )
+    zone = pa.timestamp("us", tz="UTC")
+    return (
+        pc.take(pa.array(starts, zone), encoded.indices),
+        pc.take(pa.array(ends, zone), encoded.indices),
+    )
 
 
 def _dates(array: pa.Array, column: str) -> pa.Array:
@@ -361,6 +404,7 @@ class AzureEaFormat(AzureFormat):
 class AzureMcaFormat(AzureFormat):
     name = "azure-mca"
     label = "Azure MCA cost export"
+    PERIOD_FROM_DATE = True
     COLUMNS = {
         **AzureEaFormat.COLUMNS,
         # Invoices belong to the billing profile under an MCA.
@@ -371,7 +415,7 @@ class AzureMcaFormat(AzureFormat):
         "resource_group": ("resourcegroupname", "resourcegroup"),
         "region": ("resourcelocation", "location", "meterregion"),
     }
-    REQUIRED = AzureEaFormat.REQUIRED
+    REQUIRED = ("account", "date", "currency", "cost")
     SPELLING = {
         "billingprofileid": "billingProfileId",
         "billingperiodstartdate": "billingPeriodStartDate",

@@ -10,12 +10,15 @@ class ColumnMap:
     """How a file's header maps onto FOCUS: FOCUS column → the source column it comes from.
 
     `extra` are provider columns (`x_*`) kept in the line item's `extra` JSON; `version` is the
-    format version the header shows.
+    format version the header shows; `notes` say what the format had to infer (shown with the
+    import's result).
     """
 
     focus: dict[str, str]
     extra: list[str] = field(default_factory=list)
     version: str = ""
+    # What the format had to make up, for the import's summary (filled while reading batches).
+    notes: list[str] = field(default_factory=list, compare=False)
 
     @property
     def source_columns(self) -> list[str]:

@@ -277,6 +277,15 @@ def _period(month, index: int, column: str) -> tuple[str, str]:
         start = date(int(text[:4]), int(text[4:]), 1)
     except ValueError:
         raise SourceValueError(index, column, month, "a month such as 202501") from None
+    if start.year == date.max.year and start.month == 12:
+        # Its end (year 10000) is past what dates hold: far outside any billing period.
+        raise SourceValueError(
+            index,
+            column,
+            month,
+            "a month such as 202501",
+            problem="is outside the plausible window for a billing period (from 2000-01-01)",
+        )
     end = date(start.year + start.month // 12, start.month % 12 + 1, 1)
     return f"{start.isoformat()}T00:00:00Z", f"{end.isoformat()}T00:00:00Z"
 

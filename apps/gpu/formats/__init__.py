@@ -8,9 +8,10 @@ through the `ParseContext`, so parsers never touch the database themselves.
 Facts about the formats: shared/reference/gpu-metrics-formats.md.
 """
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 import numpy as np
@@ -37,7 +38,47 @@ SENTINEL_FLOOR = 1.4e14
 
 
 class GpuMetricsError(Exception):
-    """Bad input: the message names the file and, where it can, the line and column."""
+    """Bad input: the message names the file and, where it can, the line and column.
+
+    A NUL byte quoted from the input is shown as `\\x00`: the message is stored as text, which
+    cannot hold one."""
+
+    def __init__(self, message: str):
+        super().__init__(str(message).replace("\x00", "\\x00"))
+
+
+# The plausible window for a reading: from 2000-01-01 (before any GPU this reads) to a day from
+# now (a clock or time zone off by hours). A reading outside it fails the import: its hour would
+# be nowhere on a chart, or beyond what dates can hold.
+EARLIEST_READING = datetime(2000, 1, 1, tzinfo=UTC)
+READING_AHEAD = timedelta(days=1)
+
+
+def reading_window() -> tuple[float, float]:
+    """The window, in seconds since the epoch."""
+    return EARLIEST_READING.timestamp(), (datetime.now(tz=UTC) + READING_AHEAD).timestamp()
+
+
+def first_outside(ts: np.ndarray, window: tuple[float, float]) -> int | None:
+    """The position of the first time outside the window (NaN included), or None."""
+    low, high = window
+    ts = np.asarray(ts, dtype=np.float64)
+    outside = ~((ts >= low) & (ts <= high))
+    return int(np.argmax(outside)) if outside.any() else None
+
+
+def outside_window(seconds: float, window: tuple[float, float]) -> str:
+    """What is wrong with a time outside the window, in words."""
+    try:
+        moment = datetime.fromtimestamp(seconds, tz=UTC)
+        shown = f"{moment.year:04d}-{moment:%m-%d %H:%M:%S} UTC"
+    except (OverflowError, OSError, ValueError):
+        shown = f"{seconds!r} seconds since 1970"
+    high = datetime.fromtimestamp(window[1], tz=UTC)
+    return (
+        f"the time {shown} is outside the plausible window for a reading (from 2000-01-01 "
+        f"to {high:%Y-%m-%d %H:%M} UTC, a day from now)"
+    )
 
 
 @dataclass
@@ -105,9 +146,30 @@ def detect_format(head: bytes) -> str | None:
     return None
 
 
+def _text_checked(context: ParseContext) -> ParseContext:
+    """The context, its GPU resolver refusing what no database text can hold (a NUL byte, from
+    binary data or a JSON escape) before it reaches the database."""
+    resolve = context.gpu_id
+
+    def gpu_id(info: GpuInfo) -> int:
+        for name in (each.name for each in dataclasses.fields(GpuInfo)):
+            value = getattr(info, name)
+            if isinstance(value, str) and "\x00" in value:
+                shown = value if len(value) <= 60 else value[:59] + "…"
+                raise GpuMetricsError(
+                    f"{context.name}: the GPU's {name.replace('_', ' ')} {shown!r} holds a NUL "
+                    "byte (binary data, not text)."
+                )
+        return resolve(info)
+
+    return dataclasses.replace(context, gpu_id=gpu_id)
+
+
 def parse(fmt: str, stream, *, context: ParseContext) -> Iterator[MetricBatch]:
     """Batches of `stream` (binary) in format `fmt`."""
     from . import dcgm, nvidia_smi, prometheus
+
+    context = _text_checked(context)
 
     parsers = {
         "dcgm": dcgm.parse,

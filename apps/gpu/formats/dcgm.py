@@ -26,6 +26,8 @@ from . import (
     MetricBatch,
     ParseContext,
     clean_values,
+    outside_window,
+    reading_window,
 )
 
 # Series name -> (metric, factor to the rollup's unit). Lower-case names are the 1.x exporter's
@@ -109,8 +111,9 @@ def gpu_info_from_labels(labels: dict[str, str], *, fallback_host: str) -> GpuIn
 class _CountingLines:
     """Feeds the parser line by line and remembers which line it is on, for error messages."""
 
-    def __init__(self, text: io.TextIOBase):
+    def __init__(self, text: io.TextIOBase, name: str = ""):
         self.text = text
+        self.name = name
         self.number = 0
         self.line = ""
 
@@ -118,13 +121,23 @@ class _CountingLines:
         for line in self.text:
             self.number += 1
             self.line = line
+            if "\x00" in line:
+                raise GpuMetricsError(
+                    f"{self.name}: line {self.number}: holds a NUL byte (binary data, not "
+                    "Prometheus text)."
+                )
             yield line
 
 
 def parse(stream, *, context: ParseContext) -> Iterator[MetricBatch]:
     text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="strict", newline=None)
-    lines = _CountingLines(text)
+    lines = _CountingLines(text, context.name)
     default_ts = context.taken_at.timestamp() if context.taken_at else None
+    window = reading_window()
+    if default_ts is not None and not window[0] <= default_ts <= window[1]:
+        raise GpuMetricsError(
+            f"{context.name}: when it was taken (--at): {outside_window(default_ts, window)}."
+        )
     columns: dict[str, tuple[list[int], list[float], list[float]]] = defaultdict(
         lambda: ([], [], [])
     )
@@ -154,6 +167,11 @@ def parse(stream, *, context: ParseContext) -> Iterator[MetricBatch]:
                     raise GpuMetricsError(
                         f"{context.name}: the scrape has no timestamps; say when it was taken "
                         "(--at)."
+                    )
+                if not window[0] <= ts <= window[1]:
+                    raise GpuMetricsError(
+                        f"{context.name}: line {lines.number}, the timestamp of {sample.name}: "
+                        f"{outside_window(float(ts), window)}."
                     )
                 gpus, times, values = columns[metric]
                 gpus.append(gpu_id)

@@ -31,6 +31,9 @@ from . import (
     MetricBatch,
     ParseContext,
     clean_values,
+    first_outside,
+    outside_window,
+    reading_window,
 )
 
 # Field (as --query-gpu names it, or its alias) -> our name.
@@ -236,8 +239,14 @@ def _batch_metrics(
 
 
 def _timestamps(columns: _Columns, take: pa.Array | None, rows: np.ndarray, context) -> np.ndarray:
+    window = reading_window()
     if not columns.has("timestamp"):
-        return np.full(len(rows), context.taken_at.timestamp(), dtype=np.float64)
+        taken = context.taken_at.timestamp()
+        if not window[0] <= taken <= window[1]:
+            raise GpuMetricsError(
+                f"{context.name}: when the rows were taken (--at): {outside_window(taken, window)}."
+            )
+        return np.full(len(rows), taken, dtype=np.float64)
     text = _rows(columns.text("timestamp"), take)
     # `2026/07/14 08:12:53.353`: the seconds with strptime, the milliseconds added after.
     whole = pc.strptime(
@@ -265,7 +274,15 @@ def _timestamps(columns: _Columns, take: pa.Array | None, rows: np.ndarray, cont
     millis = pc.cast(local, pa.int64()).to_numpy()
     digits = pc.utf8_rpad(pc.utf8_slice_codeunits(fraction, 1, 4), width=3, padding="0")
     extra = pc.cast(pc.if_else(pc.equal(fraction, ""), "0", digits), pa.int64()).to_numpy()
-    return (millis + extra) / 1000.0
+    seconds = (millis + extra) / 1000.0
+    position = first_outside(seconds, window)
+    if position is not None:
+        raise GpuMetricsError(
+            f"{context.name}: line {columns.line(int(rows[position]))}, column "
+            f"{_header(columns, 'timestamp')!r}: {text[position].as_py()!r}: "
+            f"{outside_window(float(seconds[position]), window)}."
+        )
+    return seconds
 
 
 def _gpus(

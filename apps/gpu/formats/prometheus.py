@@ -15,7 +15,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import GpuMetricsError, MetricBatch, ParseContext, clean_values
+from . import (
+    GpuMetricsError,
+    MetricBatch,
+    ParseContext,
+    clean_values,
+    first_outside,
+    outside_window,
+    reading_window,
+)
 from .dcgm import DCGM_METRICS, gpu_info_from_labels
 
 # ijson's own choice is its fastest backend present (yajl2_c from the wheels); the pure-Python one
@@ -181,6 +189,13 @@ def _series_batch(
         parsed = pc.cast(pa.array(texts, type=pa.string()), pa.float64()).to_numpy()
     except (ValueError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError):
         raise _point_error(values, number, labels, name) from None
+    window = reading_window()
+    position = first_outside(ts, window)
+    if position is not None:
+        raise GpuMetricsError(
+            f"{name}: series {number} {_series_name(labels)}, point {position + 1}: "
+            f"{outside_window(float(ts[position]), window)}."
+        )
     info = gpu_info_from_labels(labels, fallback_host=context.host)
     if info is None:
         return None

@@ -20,6 +20,7 @@ FIELDS = (
     "billing_period_start",
     "billing_period_end",
     "seconds",
+    "notes",
 )
 
 
@@ -92,3 +93,5 @@ class Command(BaseCommand):
             f"{period}, {line['rows']} rows, {line['line_items']} line items, "
             f"spend {money}, billed {billed} ({line['seconds']} s)"
         )
+        for note in line.get("notes") or ():
+            self.stdout.write(f"note       {note}")

@@ -13,6 +13,8 @@ from django.views.decorators.http import require_POST
 
 from apps.accounts.models import Organization
 from apps.accounts.selectors import teams_led_by
+from apps.spend.filters import EARLIEST_DAY, LATEST_DAY
+from costsite.spreadsheet import neutralised
 
 from . import selectors, services
 from .charts import evidence_chart
@@ -23,7 +25,8 @@ def _period(request: HttpRequest) -> tuple[date, date]:
     try:
         start = date.fromisoformat(request.GET.get("start", ""))
         end = date.fromisoformat(request.GET.get("end", ""))
-        if end > start:
+        # The spend pages' window: dates outside it fall back to the default period.
+        if EARLIEST_DAY <= start < end <= LATEST_DAY:
             return start, end
     except ValueError:
         pass
@@ -98,14 +101,13 @@ def waste_csv(request: HttpRequest) -> HttpResponse:
                     finding.pk,
                     finding.kind,
                     finding.project.slug if finding.project else "",
-                    finding.resource_id,
+                    neutralised(finding.resource_id),
                     finding.status,
                     currency,
                     period_wasted.get(finding.pk, {}).get(currency, ""),
                     finding.wasted.get(currency, ""),
                     finding.savings_per_month.get(currency, ""),
-                    # A cell starting with = + - @ is a formula to a spreadsheet.
-                    ("'" + finding.reason) if finding.reason[:1] in "=+-@" else finding.reason,
+                    neutralised(finding.reason),
                     finding.first_seen.isoformat() if finding.first_seen else "",
                     finding.last_seen.isoformat() if finding.last_seen else "",
                 ]

@@ -141,3 +141,27 @@ def test_the_csv_export_has_one_row_per_finding_and_currency(found, lead):
         ("i-b", "3.250000000000000", "3.25"),
     ]
     assert rows[1][1] == Kind.IDLE_GPU
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["start=0001-01-01&end=9999-12-31", "start=1999-12-31&end=2025-03-11", "start=x&end=y"],
+)
+def test_dates_outside_the_spend_pages_window_fall_back_to_the_default_period(found, lead, query):
+    with time_machine.travel(NOW, tick=False):
+        page = client_for(lead).get(f"/waste/?{query}")
+        export = client_for(lead).get(f"/waste.csv?{query}")
+    assert page.status_code == 200
+    assert export.status_code == 200
+    # The 30 days ending at the bill's "data as of".
+    assert export["Content-Disposition"] == 'attachment; filename="waste-2025-02-09-2025-03-11.csv"'
+
+
+def test_the_csv_export_neutralises_formulas_in_reasons_and_resource_ids(found, lead):
+    finding = found["i-a:idle_gpu"]
+    Finding.objects.filter(pk=finding.pk).update(reason="=HYPERLINK(1)", resource_id=" @SUM(1)")
+    with time_machine.travel(NOW, tick=False):
+        response = client_for(lead).get("/waste.csv?kind=idle_gpu")
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    (row,) = [row for row in rows[1:] if row[0] == str(finding.pk)]
+    assert (row[3], row[9]) == ("' @SUM(1)", "'=HYPERLINK(1)")

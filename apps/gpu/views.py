@@ -1,4 +1,5 @@
 import copy
+from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -9,6 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.accounts.models import Organization
+from apps.insights.selectors import findings_section, idle_gpu_dollars
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services, tasks
@@ -71,6 +73,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "sort": sort,
         **fleet_charts(fleet=summary),
         "gpus": selectors.fleet_gpus(user=request.user, start=start, end=end, sort=sort),
+        "idle_dollars": idle_gpu_dollars(user=request.user, start=start, end=end),
         "gpu_columns": _gpu_columns(sort),
         "can_map": selectors.can_map_hosts(user=request.user),
         "can_see_sources": selectors.can_see_sources(user=request.user),
@@ -101,6 +104,14 @@ def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
         "resolution": resolution,
         "owners": selectors.gpu_owners(gpu=gpu, user=request.user),
         "mig_instances": gpu.mig_instances.all(),
+        "findings": findings_section(
+            user=request.user,
+            start=start.date(),
+            end=end.date() + timedelta(days=1),
+            resource_id=resolution.resource_id,
+        )
+        if resolution
+        else None,
         "can_map": selectors.can_map_hosts(user=request.user),
     }
     template = "gpu/gpu_detail.html#gpu-body" if request.htmx else "gpu/gpu_detail.html"

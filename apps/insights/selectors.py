@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import F, Q, QuerySet, Sum
 from django.http import Http404
 
 from apps.accounts.selectors import teams_led_by
@@ -17,7 +17,7 @@ from apps.projects.selectors import projects_editable_by, projects_visible_to
 from apps.spend.selectors import data_as_of as billing_data_as_of
 
 from .compute import day_start
-from .models import PRECEDENCE, Finding, FindingHour, Status
+from .models import PRECEDENCE, Finding, FindingHour, Kind, Status
 
 
 def data_as_of() -> datetime | None:
@@ -101,16 +101,9 @@ def wasted_in_period(
     return wasted
 
 
-@dataclass(frozen=True)
-class WasteTotals:
-    wasted: dict[str, Decimal]  # counted once, per currency
-    savings_per_month: dict[str, Decimal]  # per subject, the largest lever
-    realised_per_month: dict[str, Decimal]
-
-
-def waste_totals(
-    *, findings: QuerySet[Finding], start: date | None, end: date | None, today: date
-) -> WasteTotals:
+def wasted_counted_once(
+    *, findings: QuerySet[Finding], start: date | None, end: date | None
+) -> dict[str, Decimal]:
     """Wasted counting each dollar of a line-hour once: where findings share a line key, hour and
     currency, they are taken in order of precedence and each adds only what the ones before it
     left of the line-hour's spend."""
@@ -134,6 +127,22 @@ def waste_totals(
         for _rank, amount, _spend in sorted(rows, key=lambda row: row[0]):
             counted += min(amount, cap - counted)
         wasted[currency] += counted
+    return dict(wasted)
+
+
+@dataclass(frozen=True)
+class WasteTotals:
+    wasted: dict[str, Decimal]  # counted once, per currency
+    savings_per_month: dict[str, Decimal]  # per subject, the largest lever
+    realised_per_month: dict[str, Decimal]
+
+
+def waste_totals(
+    *, findings: QuerySet[Finding], start: date | None, end: date | None, today: date
+) -> WasteTotals:
+    """Wasted counted once (`wasted_counted_once`), savings per month (per subject, the largest
+    lever) and realised savings of the findings."""
+    wasted = wasted_counted_once(findings=findings, start=start, end=end)
     savings: dict[str, Decimal] = defaultdict(Decimal)
     per_subject: dict[tuple[str, str], Decimal] = {}
     for finding in findings.exclude(savings_per_month={}):
@@ -148,7 +157,7 @@ def waste_totals(
     for finding in findings.filter(status=Status.RESOLVED, resolved_at__isnull=False):
         for currency, amount in realised_savings(finding=finding, as_of=as_of).items():
             realised[currency] += amount
-    return WasteTotals(dict(wasted), dict(savings), dict(realised))
+    return WasteTotals(wasted, dict(savings), dict(realised))
 
 
 def realised_savings(*, finding: Finding, as_of: datetime | None) -> dict[str, Decimal]:
@@ -193,3 +202,78 @@ def finding_hours(*, finding: Finding) -> list[FindingHour]:
 def can_act_on_any(*, user) -> bool:
     """Staff and team leads act on findings (bulk actions are shown to them)."""
     return user.is_staff or teams_led_by(user=user).exists()
+
+
+# The findings section other pages show (the overview, a project, a run, a deployment, a GPU) --
+
+
+@dataclass(frozen=True)
+class FindingsSection:
+    wasted: dict[str, Decimal]  # in the period, counted once, per currency
+    top: list[tuple[Finding, dict[str, Decimal]]]  # open or acknowledged, by wasted in the period
+    active: int  # how many findings are open or acknowledged
+    query: str  # the waste page's filters that list the same findings
+
+
+def findings_section(
+    *,
+    user,
+    start: date,
+    end: date,
+    project=None,
+    experiment=None,
+    deployment=None,
+    resource_id: str | None = None,
+    kind: str = "",
+    limit: int = 5,
+) -> FindingsSection:
+    """Wasted in `[start, end)` of the findings the user sees about one subject (or all of
+    them), and its top open or acknowledged findings."""
+    findings = findings_visible_to(user=user)
+    query: dict[str, str] = {"start": start.isoformat(), "end": end.isoformat()}
+    if project is not None:
+        findings = findings.filter(project=project)
+        query["project"] = project.slug
+    if experiment is not None:
+        findings = findings.filter(experiment=experiment)
+    if deployment is not None:
+        findings = findings.filter(deployment=deployment)
+    if resource_id is not None:
+        findings = findings.filter(resource_id=resource_id)
+    if kind:
+        findings = findings.filter(kind=kind)
+        query["kind"] = kind
+    active = findings.filter(status__in=[Status.OPEN, Status.ACKNOWLEDGED])
+    in_period = Q(hours__hour__gte=day_start(start), hours__hour__lt=day_start(end))
+    # Ranked as the waste page ranks them, by the period's money first (one currency in practice).
+    top = list(
+        active.select_related("project")
+        .annotate(period_wasted=Sum("hours__wasted", filter=in_period))
+        .order_by(F("period_wasted").desc(nulls_last=True), "-rank_amount", "-pk")[:limit]
+    )
+    period = wasted_in_period(
+        findings=Finding.objects.filter(pk__in=[f.pk for f in top]), start=start, end=end
+    )
+    return FindingsSection(
+        wasted=wasted_counted_once(findings=findings, start=start, end=end),
+        top=[(finding, period.get(finding.pk, {})) for finding in top],
+        active=active.count(),
+        query="&".join(f"{key}={value}" for key, value in query.items()),
+    )
+
+
+def idle_gpu_dollars(*, user, start: datetime, end: datetime) -> dict[str, Decimal]:
+    """What the idle GPU findings the user sees wasted in the hours `[start, end)`, per currency:
+    the GPU fleet page's idle dollars beside its idle GPU-hours."""
+    return {
+        row["currency"]: row["wasted"]
+        for row in FindingHour.objects.filter(
+            finding__in=findings_visible_to(user=user).filter(kind=Kind.IDLE_GPU),
+            hour__gte=start,
+            hour__lt=end,
+        )
+        .values("currency")
+        .annotate(wasted=Sum("wasted"))
+        .order_by("currency")
+        if row["wasted"]
+    }

@@ -97,7 +97,14 @@ def line(
 
 def gpu_hour(gpu: Gpu, hour: str, samples: int, idle: int) -> GpuHour:
     return GpuHour.objects.create(
-        gpu=gpu, hour=at(hour), samples=samples, util_samples=samples, idle_share=idle / samples
+        gpu=gpu,
+        hour=at(hour),
+        samples=samples,
+        util_samples=samples,
+        idle_share=idle / samples,
+        # Idle samples read 0%, busy ones 80%: what the GPU pages draw (the findings read only
+        # the idle share).
+        util_mean=80.0 * (samples - idle) / samples,
     )
 
 

@@ -28,6 +28,9 @@ class Kind(models.TextChoices):
 
 
 PRECEDENCE = {kind: rank for rank, kind in enumerate(Kind.values)}
+# Spend nobody can attribute is a finding (someone should claim it) but not waste: nothing says it
+# bought nothing. Its money is shown beside wasted, never in it.
+NOT_WASTE_KINDS = frozenset({Kind.UNATTRIBUTED})
 # Kinds built in this part: the recompute owns their findings (a kind not computed yet is never
 # marked gone by it).
 COMPUTED_KINDS = (Kind.IDLE_GPU, Kind.UNATTRIBUTED)

@@ -17,7 +17,7 @@ from apps.projects.selectors import projects_editable_by, projects_visible_to
 from apps.spend.selectors import data_as_of as billing_data_as_of
 
 from .compute import day_start
-from .models import PRECEDENCE, Finding, FindingHour, Kind, Status
+from .models import NOT_WASTE_KINDS, PRECEDENCE, Finding, FindingHour, Kind, Status
 
 
 def data_as_of() -> datetime | None:
@@ -106,8 +106,10 @@ def wasted_counted_once(
 ) -> dict[str, Decimal]:
     """Wasted counting each dollar of a line-hour once: where findings share a line key, hour and
     currency, they are taken in order of precedence and each adds only what the ones before it
-    left of the line-hour's spend."""
-    hours = FindingHour.objects.filter(finding__in=findings, wasted__gt=0)
+    left of the line-hour's spend. Unattributed spend is not waste (`NOT_WASTE_KINDS`)."""
+    hours = FindingHour.objects.filter(
+        finding__in=findings.exclude(kind__in=NOT_WASTE_KINDS), wasted__gt=0
+    )
     if start is not None:
         hours = hours.filter(hour__gte=day_start(start))
     if end is not None:
@@ -133,6 +135,7 @@ def wasted_counted_once(
 @dataclass(frozen=True)
 class WasteTotals:
     wasted: dict[str, Decimal]  # counted once, per currency
+    unattributed: dict[str, Decimal]  # what the unattributed findings hold, beside wasted
     savings_per_month: dict[str, Decimal]  # per subject, the largest lever
     realised_per_month: dict[str, Decimal]
 
@@ -143,6 +146,20 @@ def waste_totals(
     """Wasted counted once (`wasted_counted_once`), savings per month (per subject, the largest
     lever) and realised savings of the findings."""
     wasted = wasted_counted_once(findings=findings, start=start, end=end)
+    unattributed_hours = FindingHour.objects.filter(
+        finding__in=findings.filter(kind=Kind.UNATTRIBUTED)
+    )
+    if start is not None:
+        unattributed_hours = unattributed_hours.filter(hour__gte=day_start(start))
+    if end is not None:
+        unattributed_hours = unattributed_hours.filter(hour__lt=day_start(end))
+    unattributed = {
+        row["currency"]: row["amount"]
+        for row in unattributed_hours.values("currency")
+        .annotate(amount=Sum("wasted"))
+        .order_by("currency")
+        if row["amount"]
+    }
     savings: dict[str, Decimal] = defaultdict(Decimal)
     per_subject: dict[tuple[str, str], Decimal] = {}
     for finding in findings.exclude(savings_per_month={}):
@@ -157,7 +174,7 @@ def waste_totals(
     for finding in findings.filter(status=Status.RESOLVED, resolved_at__isnull=False):
         for currency, amount in realised_savings(finding=finding, as_of=as_of).items():
             realised[currency] += amount
-    return WasteTotals(wasted, dict(savings), dict(realised))
+    return WasteTotals(wasted, unattributed, dict(savings), dict(realised))
 
 
 def realised_savings(*, finding: Finding, as_of: datetime | None) -> dict[str, Decimal]:

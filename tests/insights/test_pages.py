@@ -33,7 +33,8 @@ def test_the_waste_page_ranks_findings_and_counts_the_period_once(found, lead):
         response = client_for(lead).get("/waste/?start=2025-03-10&end=2025-03-11")
     body = response.content.decode()
     assert response.status_code == 200
-    assert '<p class="figure" id="total-wasted"><strong>$43.25</strong>' in body
+    assert '<p class="figure" id="total-wasted"><strong>$18.25</strong>' in body
+    assert '<p class="figure" id="total-unattributed"><strong>$35.00</strong>' in body
     order = [
         body.index(f'id="finding-{found[key].pk}"')
         for key in (

@@ -10,7 +10,15 @@ import time_machine
 from django.db import connection
 
 from apps.billing.models import CostLineItem, DailyResourceCost
-from apps.insights.models import Finding, FindingEvent, Kind, RecomputeLock, RecomputeRun, Status
+from apps.insights.models import (
+    Finding,
+    FindingEvent,
+    FindingHour,
+    Kind,
+    RecomputeLock,
+    RecomputeRun,
+    Status,
+)
 from apps.insights.selectors import realised_savings, waste_totals
 from apps.insights.services import (
     WorkflowError,
@@ -105,14 +113,44 @@ def test_a_claim_resolves_an_unattributed_finding(bill, project):
     assert history(finding) == [("open", "resolved", "Claimed: now attributed.")]
 
 
-def test_counted_once_totals_count_a_shared_line_hour_once(bill):
+def test_unattributed_spend_is_shown_beside_wasted_never_in_it(bill):
     findings_recompute()
-    findings = Finding.objects.all()
-    # idle 5 + 3.25 + 10 (i-u) + unattributed i-u 20 (shares its hour with idle: only 10 more)
-    # + S3 15.00: 5 + 3.25 + 20 + 15 = 43.25, where a plain sum would say 53.25.
-    totals = waste_totals(findings=findings, start=None, end=None, today=date(2025, 3, 11))
-    assert totals.wasted == {"USD": Decimal("43.25")}
+    totals = waste_totals(
+        findings=Finding.objects.all(), start=None, end=None, today=date(2025, 3, 11)
+    )
+    # Idle: i-a 5 + i-b 3.25 + i-u 10. Unattributed: i-u 20 + S3 15 (EC2-Other's 3 is under
+    # the threshold); i-u's idle 10 is in both, as waste and as spend nobody claimed.
+    assert totals.wasted == {"USD": Decimal("18.25")}
+    assert totals.unattributed == {"USD": Decimal("35.00")}
     assert totals.savings_per_month == {"USD": Decimal("18.25")}
+
+
+def test_counted_once_totals_count_a_shared_line_hour_once_by_precedence(bill):
+    findings_recompute()
+    idle_a = idle("i-a")
+    # A failed run on i-a's 10:00 and 12:00 hours (the kind part 3 computes): its 4.00 an hour
+    # comes first, so i-a's idle 3.00 + 2.00 in those hours adds nothing more.
+    failed = Finding.objects.create(
+        kind=Kind.FAILED_RUN, subject_key="run:resnet-1", resource_id="i-a", reason="Failed"
+    )
+    for hour in ("10", "12"):
+        FindingHour.objects.create(
+            finding=failed,
+            line_key="i-a",
+            hour=datetime(2025, 3, 10, int(hour), tzinfo=UTC),
+            currency="USD",
+            wasted=Decimal("4.00"),
+            spend=Decimal("4.00"),
+        )
+    both = Finding.objects.filter(pk__in=[idle_a.pk, failed.pk])
+    totals = waste_totals(findings=both, start=None, end=None, today=date(2025, 3, 11))
+    # 4.00 + 4.00 of the failed run; a plain sum would say 8.00 + 5.00 = 13.00.
+    assert totals.wasted == {"USD": Decimal("8.00")}
+    everything = waste_totals(
+        findings=Finding.objects.all(), start=None, end=None, today=date(2025, 3, 11)
+    )
+    # i-b 3.25 + i-u 10 + i-a's 8.00 (its idle in the same hours counted under the failed run).
+    assert everything.wasted == {"USD": Decimal("21.25")}
 
 
 def test_realised_savings_compare_the_14_days_before_and_after_the_resolution(bill, delivery, lead):

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.accounts.models import Organization
+from apps.insights.models import InsightsSettings
 from apps.insights.selectors import findings_section, idle_gpu_dollars
 from costsite.htmx import form_page, redirect_after_save
 
@@ -74,6 +75,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
         **fleet_charts(fleet=summary),
         "gpus": selectors.fleet_gpus(user=request.user, start=start, end=end, sort=sort),
         "idle_dollars": idle_gpu_dollars(user=request.user, start=start, end=end),
+        "idle_min_percent": InsightsSettings.get().idle_gpu_min_share_percent,
         "gpu_columns": _gpu_columns(sort),
         "can_map": selectors.can_map_hosts(user=request.user),
         "can_see_sources": selectors.can_see_sources(user=request.user),

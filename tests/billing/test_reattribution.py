@@ -168,7 +168,8 @@ def test_scheduling_runs_the_refresh_after_the_commit(
         attribution_schedule()
         assert by_project()[None] == Decimal("9.400000000000001")  # not before the commit
 
-    assert len(callbacks) == 1
+    # The re-attribution, then the findings' recompute that its "spend data changed" enqueued.
+    assert len(callbacks) == 2
     assert by_project()[history.vision.pk] == Decimal("6.00")
 
 

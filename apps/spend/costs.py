@@ -6,18 +6,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from decimal import Decimal
 
-from django.db import connection
 from django.db.models import (
     Count,
-    F,
-    Q,
     Sum,
-    Value,
 )
 
-from apps.deployments.models import DeploymentResource, TrafficHour
-from apps.experiments.models import Experiment, ExperimentResource
-from apps.gpu.models import Gpu, GpuHour, HostMapping
+from apps.deployments.models import TrafficHour
+from apps.experiments.models import Experiment
+from apps.gpu import selectors as gpu_selectors
 
 from .filters import Period
 from .rollup import (
@@ -211,132 +207,18 @@ def _moments(period: Period) -> tuple[datetime | None, datetime]:
 # -- GPU-hours of runs and deployments -----------------------------------------------------------
 
 
-def _tail(resource_id: str) -> str:
-    """`arn:aws:ec2:...:instance/i-0abc` and `i-0abc` name the same instance (as apps.gpu)."""
-    return resource_id.rstrip("/").rsplit("/", 1)[-1]
-
-
-# Open ends of a window, as moments every database compares.
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = datetime(9999, 1, 1, tzinfo=UTC)
-USE_COLUMNS = (
-    "owner_kind",
-    "owner",
-    "resource_id",
-    "started_at",
-    "ended_at",
-    "owner_start",
-    "owner_end",
-)
-
-
 def gpu_hours_by_owner(
     *,
     experiment_ids: list[int] = (),
     deployment_ids: list[int] = (),
     period: Period | None = None,
 ) -> dict[tuple[str, int], float]:
-    """GPU-hours measured on the resources these runs and deployments registered, in the period,
-    in four queries whatever their number and the GPU rollup's size.
-
-    The same rules as apps.gpu.selectors (which reads one owner at a time): a GPU belongs to a
-    billed resource by its series label, else its host's mapping, else a registered resource id
-    naming the host; a GPU-hour counts its GPU's share (a MIG slice is a fraction) and only with
-    utilisation samples; an owner's hours are those inside the registration's window (its own,
-    else the owner's).
-    """
-    if not experiment_ids and not deployment_ids:
-        return {}
-    uses = list(
-        ExperimentResource.objects.filter(experiment_id__in=experiment_ids)
-        .annotate(
-            owner_kind=Value("experiment"),
-            owner=F("experiment_id"),
-            owner_start=F("experiment__started_at"),
-            owner_end=F("experiment__ended_at"),
-        )
-        .values_list(*USE_COLUMNS)
-        .order_by()
-        .union(
-            DeploymentResource.objects.filter(deployment_id__in=deployment_ids)
-            .annotate(
-                owner_kind=Value("deployment"),
-                owner=F("deployment_id"),
-                owner_start=F("deployment__started_at"),
-                owner_end=F("deployment__ended_at"),
-            )
-            .values_list(*USE_COLUMNS)
-            .order_by(),
-            all=True,
-        )
+    """GPU-hours measured on the resources these runs and deployments registered, in the period
+    (apps.gpu's `gpu_hours_by_owner`, which holds the rules)."""
+    start, end = _moments(period) if period is not None else (None, None)
+    return gpu_selectors.gpu_hours_by_owner(
+        experiment_ids=experiment_ids, deployment_ids=deployment_ids, start=start, end=end
     )
-    if not uses:
-        return {}
-    keys = {rid for _, _, rid, *_ in uses} | {_tail(rid) for _, _, rid, *_ in uses}
-    gpus = list(
-        Gpu.objects.filter(
-            Q(resource_label__in=keys)
-            | Q(host__in=keys)
-            | Q(host__in=HostMapping.objects.filter(resource_id__in=keys).values("host"))
-        ).values_list("pk", "host", "resource_label")
-    )
-    mappings = dict(
-        HostMapping.objects.filter(host__in={host for _, host, _ in gpus}).values_list(
-            "host", "resource_id"
-        )
-    )
-    by_key: dict[str, set[int]] = defaultdict(set)
-    for pk, host, label in gpus:
-        if label:
-            resolved = label
-        elif host in mappings:
-            resolved = mappings[host]
-        elif host in keys:
-            resolved = host
-        else:
-            continue
-        by_key[resolved].add(pk)
-        by_key[_tail(resolved)].add(pk)
-    windows = []  # (owner, gpu, start, end): one row per GPU of each registration
-    owners: list[tuple[str, int]] = []
-    for kind, owner, rid, started, ended, owner_start, owner_end in uses:
-        gpu_ids = by_key.get(rid, set()) | by_key.get(_tail(rid), set())
-        if not gpu_ids:
-            continue
-        if (kind, owner) not in owners:
-            owners.append((kind, owner))
-        start = started or owner_start
-        start = start.replace(minute=0, second=0, microsecond=0) if start else EARLIEST
-        end = ended or owner_end or LATEST
-        windows += [(owners.index((kind, owner)), gpu, start, end) for gpu in sorted(gpu_ids)]
-    if not windows:
-        return {}
-    first, last = _moments(period) if period is not None else (None, LATEST)
-    # The windows go to the database as a table of their own, joined to the GPU-hours through
-    # the (gpu, hour) index: one short range scan per GPU. (A SUM(CASE ...) per owner over the
-    # rows of all their GPUs took 140 ms for the busiest project of a benchmark; this, 21 ms.)
-    adapt = connection.ops.adapt_datetimefield_value
-    params = [
-        value
-        for index, gpu, start, end in windows
-        for value in (index, gpu, adapt(start), adapt(end))
-    ]
-    sql = f"""
-        WITH windows (owner, gpu, start_at, end_at) AS (
-            VALUES {", ".join(["(%s, %s, %s, %s)"] * len(windows))}
-        )
-        SELECT windows.owner, SUM(gpu.share)
-        FROM windows
-        JOIN {GpuHour._meta.db_table} hour ON hour.gpu_id = windows.gpu
-            AND hour.hour >= windows.start_at AND hour.hour < windows.end_at
-        JOIN {Gpu._meta.db_table} gpu ON gpu.id = hour.gpu_id
-        WHERE hour.util_samples > 0 AND hour.hour >= %s AND hour.hour < %s
-        GROUP BY windows.owner
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, adapt(first or EARLIEST), adapt(last)])
-        totals = dict(cursor.fetchall())
-    return {key: float(totals.get(index) or 0.0) for index, key in enumerate(owners)}
 
 
 # -- Where the money goes: provider, region, service, pricing ------------------------------------

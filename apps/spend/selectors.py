@@ -23,9 +23,6 @@ from .changes import (
 )
 from .costs import (
     BREAKDOWNS,
-    EARLIEST,
-    LATEST,
-    USE_COLUMNS,
     BreakdownRow,
     DeploymentCost,
     ExperimentCost,
@@ -133,9 +130,6 @@ __all__ = [
     "experiment_costs",
     "DeploymentCost",
     "deployment_costs",
-    "EARLIEST",
-    "LATEST",
-    "USE_COLUMNS",
     "gpu_hours_by_owner",
     "BreakdownRow",
     "BREAKDOWNS",

@@ -3,6 +3,7 @@ spend totals, import runs and deliveries, and how fresh the data is."""
 
 import functools
 import operator
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -94,6 +95,60 @@ def spend_totals(
         )
         for row in grouped
     ]
+
+
+@dataclass(frozen=True)
+class Spend:
+    currency: str
+    effective_cost: Decimal
+    billed_cost: Decimal
+
+
+@dataclass(frozen=True)
+class WorkloadSpend(Spend):
+    workload: str
+
+
+@dataclass(frozen=True)
+class SpendReport:
+    start: date
+    end: date
+    totals: list[Spend]  # one per currency: other currencies are never summed into ours
+    by_workload: list[WorkloadSpend]
+
+
+def spend_report(*, scope: "SpendScope", start: date, end: date) -> SpendReport:
+    """The scope's spend in the days [start, end), in total and per workload, every currency
+    apart (all of them, not only the scope's: what the API answers), in one grouped query on the
+    daily rollup."""
+    rows = (
+        scope.daily(Period(start=start, end=end))
+        .values("workload", "billing_currency")
+        .annotate(effective=Sum("effective_cost"), billed=Sum("billed_cost"))
+        .order_by("workload", "billing_currency")
+    )
+    by_workload = [
+        WorkloadSpend(
+            workload=row["workload"],
+            currency=row["billing_currency"],
+            effective_cost=row["effective"],
+            billed_cost=row["billed"],
+        )
+        for row in rows
+    ]
+    totals: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
+    for line in by_workload:
+        totals[line.currency][0] += line.effective_cost
+        totals[line.currency][1] += line.billed_cost
+    return SpendReport(
+        start=start,
+        end=end,
+        totals=[
+            Spend(currency=currency, effective_cost=effective, billed_cost=billed)
+            for currency, (effective, billed) in sorted(totals.items())
+        ],
+        by_workload=by_workload,
+    )
 
 
 # -- Scope: which rollup rows a page adds up ---------------------------------------------------

@@ -25,7 +25,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from apps.demo.billing import focus_benchmark_write
+    from bench.focus_bill import focus_benchmark_write
 
     started = time.perf_counter()
     focus_benchmark_write(args.path, rows=args.rows, seed=args.seed)

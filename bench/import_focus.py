@@ -193,7 +193,7 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from apps.demo.billing import focus_benchmark_write
+    from bench.focus_bill import focus_benchmark_write
 
     if connection.vendor != "postgresql":
         raise SystemExit("The benchmark needs PostgreSQL: set DATABASE_URL.")

@@ -48,8 +48,8 @@ def prepare(rows: int, data_dir: Path) -> int:
     from apps.accounts.models import Organization, Team
     from apps.billing.models import CostLineItem
     from apps.billing.services import import_run_create, import_run_execute
-    from apps.demo.billing import BENCH_PROJECTS, focus_benchmark_write
     from apps.projects.models import Project
+    from bench.focus_bill import BENCH_PROJECTS, focus_benchmark_write
 
     if not CostLineItem.objects.exists():
         path = data_dir / f"focus-{rows}.csv"

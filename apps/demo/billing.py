@@ -1,4 +1,5 @@
-"""Realistic FOCUS 1.2 data: a few months for the demo organisation, or N rows for the benchmark.
+"""Realistic FOCUS 1.2 data: a few months for the demo organisation (the benchmark's N rows,
+bench/focus_bill.py, are made of the same resources and hours).
 
 Both write what AWS's "FOCUS 1.2 with AWS columns" export looks like: hourly lines of GPU and CPU
 instances (on-demand, spot and one savings plan), notebooks, storage buckets and volumes,
@@ -321,7 +322,7 @@ _VARYING = (
 )
 
 
-def _hour_rows(
+def hour_rows(
     resources: list[Resource], hours: list[datetime], rng: random.Random, limit: int | None = None
 ) -> Iterator[list[str]]:
     """Rows hour by hour, each resource that exists in that hour once."""
@@ -350,7 +351,9 @@ def _hour_rows(
                 return
 
 
-def _write(path: Path, rows: Iterator[list[str]], extra_rows: list[list[str]] = ()) -> Path:
+def focus_csv_write(
+    path: Path, rows: Iterator[list[str]], extra_rows: list[list[str]] = ()
+) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle, lineterminator="\n")
@@ -358,120 +361,6 @@ def _write(path: Path, rows: Iterator[list[str]], extra_rows: list[list[str]] = 
         writer.writerows(rows)
         writer.writerows(extra_rows)
     return path
-
-
-# --- The benchmark's N rows -------------------------------------------------------------------
-
-BENCH_PROJECTS = ("vision", "nlp", "speech", "recsys", "search", "forecasting")
-
-
-def _bench_resources(count: int, rng: random.Random) -> list[Resource]:
-    """A fleet of `count` resources with a realistic mix and tagging."""
-    resources = []
-    for i in range(count):
-        roll = rng.random()
-        project = BENCH_PROJECTS[i % len(BENCH_PROJECTS)]
-        tags: dict | None = {"project": project, "team": f"team-{i % 4}", "env": "prod"}
-        if i % 3 == 0:
-            tags["experiment"] = f"exp-{i:05d}"
-        if i % 11 == 0:
-            tags = {" Project ": project, "cost-center": f"cc-{i % 9}"}  # a messy key
-        if i % 7 == 0:
-            tags = None  # untagged: unattributed unless registered or claimed by a rule
-        region = REGIONS[i % 2]
-        sub = SUB_ACCOUNTS[i % 2]
-        if roll < 0.35:
-            itype, price, gpus, vcpus = GPU_INSTANCES[i % len(GPU_INSTANCES)]
-            pricing = ("Standard", "Dynamic", "Committed")[i % 3]
-            resources.append(
-                Resource(
-                    f"arn:aws:ec2:{region[0]}:{sub[0]}:instance/i-{i:017x}",
-                    f"gpu-{i}",
-                    "gpu",
-                    price,
-                    itype,
-                    gpus,
-                    vcpus,
-                    region,
-                    sub,
-                    tags,
-                    pricing,
-                )
-            )
-        elif roll < 0.60:
-            itype, price, gpus, vcpus = CPU_INSTANCES[i % len(CPU_INSTANCES)]
-            resources.append(
-                Resource(
-                    f"arn:aws:ec2:{region[0]}:{sub[0]}:instance/i-{i:017x}",
-                    f"cpu-{i}",
-                    "cpu",
-                    price,
-                    itype,
-                    gpus,
-                    vcpus,
-                    region,
-                    sub,
-                    tags,
-                )
-            )
-        elif roll < 0.70:
-            resources.append(
-                Resource(
-                    f"arn:aws:s3:::acme-{project}-data-{i}",
-                    f"acme-{project}-data-{i}",
-                    "bucket",
-                    Decimal(rng.randint(500, 50000)),
-                    region=region,
-                    sub_account=sub,
-                    tags=tags,
-                )
-            )
-        elif roll < 0.80:
-            resources.append(
-                Resource(
-                    f"arn:aws:ec2:{region[0]}:{sub[0]}:volume/vol-{i:017x}",
-                    f"vol-{i}",
-                    "volume",
-                    Decimal(rng.randint(100, 4000)),
-                    region=region,
-                    sub_account=sub,
-                    tags=tags,
-                )
-            )
-        elif roll < 0.90:
-            resources.append(
-                Resource(
-                    "",
-                    "",
-                    "egress",
-                    Decimal(0),
-                    region=region,
-                    sub_account=sub,
-                    tags=None,
-                )
-            )
-        else:
-            resources.append(
-                Resource(
-                    f"arn:aws:cloudwatch:{region[0]}:{sub[0]}:metrics/{i}",
-                    "",
-                    "monitoring",
-                    Decimal(0),
-                    region=region,
-                    sub_account=sub,
-                    tags=tags,
-                )
-            )
-    return resources
-
-
-def focus_benchmark_write(path: Path, *, rows: int, seed: int = 7) -> Path:
-    """Write `rows` hourly lines of one month (January 2025) for one payer account."""
-    rng = random.Random(seed)
-    start = datetime(2025, 1, 1, tzinfo=UTC)
-    hours = [start + timedelta(hours=h) for h in range(31 * 24)]
-    resources = _bench_resources(-(-rows // len(hours)), rng)
-    return _write(path, _hour_rows(resources, hours, rng, limit=rows))
 
 
 # --- The demo organisation's months ----------------------------------------------------------
@@ -825,7 +714,7 @@ def demo_billing_write(*, directory: Path, small: bool, now: datetime | None = N
                 if covered:
                     extra.append(_purchase_row(month, month_end, covered))
             path = directory / f"focus-{provider}-{month:%Y-%m}.csv"
-            paths.append(_write(path, _hour_rows(mine, hours, rng), extra))
+            paths.append(focus_csv_write(path, hour_rows(mine, hours, rng), extra))
         month = month_end
     return paths
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from apps.deployments.selectors import deployment_for_user, model_for_user, models_visible_to
 from apps.projects.selectors import project_for_user
-from apps.spend.views import deployment_spend, model_spend
+from apps.spend.sections import deployment_spend, model_spend, request_organization
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
@@ -31,7 +31,12 @@ def _crumbs(project, *more: tuple[str, str]) -> list[tuple[str, str]]:
 @login_required
 def model_detail(request: HttpRequest, model_pk: int) -> HttpResponse:
     model = model_for_user(user=request.user, pk=model_pk)
-    spend = model_spend(request, model=model)
+    spend = model_spend(
+        model=model,
+        user=request.user,
+        params=request.GET,
+        currency=request_organization(request).currency,
+    ).context()
     if request.htmx and request.htmx.target == "spend":
         return render(request, "deployments/model_detail.html#spend", spend)
     return render(
@@ -90,7 +95,11 @@ def model_edit(request: HttpRequest, model_pk: int) -> HttpResponse:
 @login_required
 def deployment_detail(request: HttpRequest, deployment_pk: int) -> HttpResponse:
     deployment = deployment_for_user(user=request.user, pk=deployment_pk)
-    spend = deployment_spend(request, deployment=deployment)
+    spend = deployment_spend(
+        deployment=deployment,
+        params=request.GET,
+        currency=request_organization(request).currency,
+    ).context()
     if request.htmx and request.htmx.target == "spend":
         return render(request, "deployments/deployment_detail.html#spend", spend)
     traffic = selectors.deployment_recent_traffic(deployment=deployment)

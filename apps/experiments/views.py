@@ -9,7 +9,7 @@ from django.urls import reverse
 from apps.deployments.selectors import models_visible_to
 from apps.experiments.selectors import experiment_for_user
 from apps.projects.selectors import project_for_user
-from apps.spend.views import experiment_spend
+from apps.spend.sections import experiment_spend, request_organization
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
@@ -20,7 +20,11 @@ from .forms import ExperimentForm
 @login_required
 def experiment_detail(request: HttpRequest, experiment_pk: int) -> HttpResponse:
     experiment = experiment_for_user(user=request.user, pk=experiment_pk)
-    spend = experiment_spend(request, experiment=experiment)
+    spend = experiment_spend(
+        experiment=experiment,
+        params=request.GET,
+        currency=request_organization(request).currency,
+    ).context()
     if request.htmx and request.htmx.target == "spend":
         return render(request, "experiments/experiment_detail.html#spend", spend)
     return render(

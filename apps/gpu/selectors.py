@@ -28,6 +28,13 @@ from apps.projects.models import Project
 from apps.projects.selectors import projects_editable_by, projects_visible_to
 
 from .models import Gpu, GpuHour, HostMapping, MetricSource
+from .resolution import (
+    Resolution,
+    _gpus_by_resource,
+    _tail,
+    gpu_hours_by_owner,  # noqa: F401 (a selector of this module's: spend reads it from here)
+    gpu_resolutions,
+)
 
 # Utilisation bands of the fleet page: (key, upper bound in percent or None). The idle band's
 # bound is the organisation's idle threshold.
@@ -74,17 +81,6 @@ class ResourceUseWindow:
     deployment_id: int | None = None
 
 
-@dataclass(frozen=True)
-class Resolution:
-    resource_id: str
-    via: str  # "label", "mapping" or "registered"
-
-
-def _tail(resource_id: str) -> str:
-    """`arn:aws:ec2:...:instance/i-0abc` and `i-0abc` name the same instance."""
-    return resource_id.rstrip("/").rsplit("/", 1)[-1]
-
-
 def resource_uses(
     *,
     experiments: QuerySet[Experiment] | None = None,
@@ -119,43 +115,6 @@ def resource_uses(
                 )
             )
     return windows
-
-
-def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolution]:
-    """GPU id -> the billed resource id its host maps to, and by which rule. Unmapped GPUs are
-    absent. A MIG instance resolves as its physical GPU."""
-    rows = (
-        [(gpu.pk, gpu.host, gpu.resource_label) for gpu in gpus]
-        if gpus is not None
-        else list(Gpu.objects.values_list("pk", "host", "resource_label"))
-    )
-    mappings = dict(HostMapping.objects.values_list("host", "resource_id"))
-    registered: dict[str, str] = {}
-    for resource_id in set(ExperimentResource.objects.values_list("resource_id", flat=True)) | set(
-        DeploymentResource.objects.values_list("resource_id", flat=True)
-    ):
-        registered.setdefault(resource_id, resource_id)
-        registered.setdefault(_tail(resource_id), resource_id)
-    resolved = {}
-    for pk, host, label in rows:
-        if label:
-            resolved[pk] = Resolution(label, "label")
-        elif host in mappings:
-            resolved[pk] = Resolution(mappings[host], "mapping")
-        elif host and host in registered:
-            resolved[pk] = Resolution(registered[host], "registered")
-    return resolved
-
-
-def _gpus_by_resource() -> dict[str, list[int]]:
-    """Resource id (and its tail) -> the GPUs that resolve to it."""
-    by_resource: dict[str, list[int]] = defaultdict(list)
-    for pk, resolution in gpu_resolutions().items():
-        by_resource[resolution.resource_id].append(pk)
-        tail = _tail(resolution.resource_id)
-        if tail != resolution.resource_id:
-            by_resource[tail].append(pk)
-    return by_resource
 
 
 def _hours_filter(

@@ -9,7 +9,8 @@ from django.urls import reverse
 
 from apps.accounts.selectors import teams_led_by
 from apps.projects.selectors import can_create_project, can_edit_project, project_for_user
-from apps.spend.views import overview, project_spend
+from apps.spend.sections import project_spend, request_organization
+from apps.spend.views import overview
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
@@ -63,7 +64,7 @@ def project_list(request: HttpRequest) -> HttpResponse:
 def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
     project = project_for_user(user=request.user, slug=slug)
     if request.htmx and request.htmx.target == "spend":
-        spend = project_spend(request, project=project)
+        spend = _spend(request, project)
         return render(request, "projects/project_detail.html#spend", {"project": project, **spend})
     experiments = Paginator(
         selectors.project_experiments(project=project), EXPERIMENTS_PER_PAGE
@@ -74,7 +75,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "projects/project_detail.html#experiment-table",
             {"project": project, "experiments": experiments},
         )
-    spend = project_spend(request, project=project)
+    spend = _spend(request, project)
     return render(
         request,
         "projects/project_detail.html",
@@ -90,6 +91,12 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
             **spend,
         },
     )
+
+
+def _spend(request: HttpRequest, project) -> dict:
+    return project_spend(
+        project=project, params=request.GET, currency=request_organization(request).currency
+    ).context()
 
 
 @login_required

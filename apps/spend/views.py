@@ -1,13 +1,12 @@
-"""The attribution pages: the overview (home), unattributed spend, and the spend sections of the
-project, model, experiment and deployment pages (their views call the `*_spend` helpers here).
+"""The attribution pages: the overview (home), unattributed spend and its claim, and the CSV
+exports of every spend table (the project, model, experiment and deployment pages' spend sections
+are plain functions in apps/spend/sections.py).
 
 Every page takes its date range and filters from the URL (apps/spend/filters.py). A request htmx
 makes for the `#spend` element gets that part of the page only; every table has a CSV export at
 `…/spend.csv?table=<name>&<the same filters>`.
 """
 
-from datetime import UTC, date
-from decimal import Decimal
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -16,7 +15,6 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts.models import Organization, Team
@@ -24,7 +22,7 @@ from apps.billing import freshness
 from apps.billing.services_attribution import unattributed_claim as claim_service
 from apps.deployments.selectors import deployment_for_user, model_for_user
 from apps.experiments.selectors import experiment_for_user
-from apps.projects.models import AllocationRule, Project, Workload
+from apps.projects.models import AllocationRule, Workload
 from apps.projects.selectors import project_for_user, projects_editable_by, projects_visible_to
 from costsite.htmx import redirect_after_save
 
@@ -33,24 +31,20 @@ from .charts import pareto_chart, spend_over_time_chart
 from .csv_export import csv_response, range_refused
 from .filters import SpendFilters, spend_filters_from
 from .forms import ClaimForm
+from .sections import (
+    MOVERS,
+    owner_filters,
+    project_filters,
+    request_organization,
+    today,
+)
 
 UNATTRIBUTED_PER_PAGE = 25
-MOVERS = 5  # per kind on a page; the CSV has every change
-# The costliest runs listed; the CSV lists them all. The model page lists every run that produced
-# the model below already, so its spend section shows the few that cost most.
-PROJECT_RUNS = 25
-MODEL_RUNS = 10
 CLAIM_RULE_PREFIX = "Claimed on the unattributed page"
 
 
-def today() -> date:
-    """Rollup days are UTC days, so "today" is the UTC one."""
-    return timezone.now().astimezone(UTC).date()
-
-
 def _org(request: HttpRequest) -> Organization:
-    # The organisation middleware fetched it for this request already.
-    return getattr(request, "_costsite_org", None) or Organization.get()
+    return request_organization(request)
 
 
 def _wants_spend(request: HttpRequest) -> bool:
@@ -347,48 +341,10 @@ def _unattributed_csv(filters: SpendFilters, *, currency: str) -> HttpResponse:
 # -- A project's spend -------------------------------------------------------------------------
 
 
-def _project_filters(request: HttpRequest) -> SpendFilters:
-    return spend_filters_from(
-        request.GET,
-        today=today(),
-        dimensions=("provider", "workload"),
-        providers=selectors.providers_billed(),
-        workloads=[(value, label) for value, label in Workload.choices if value != "unattributed"],
-    )
-
-
-def project_spend(request: HttpRequest, *, project: Project) -> dict:
-    """The spend section of the project page (apps/projects/views.py renders it)."""
-    filters = _project_filters(request)
-    currency = _org(request).currency
-    scope = selectors.project_scope(
-        project=project, currency=currency, provider=filters.provider, workload=filters.workload
-    )
-    period = filters.period
-    context = _common(request, filters, reverse("project_spend_export", args=[project.slug]))
-    series = selectors.spend_series(scope=scope, period=period)
-    summary = selectors.month_summary(scope=scope, today=today(), as_of=context["data_as_of"])
-    changes = selectors.spend_changes(scope=scope, period=period, names_for=MOVERS, models=False)
-    context.update(
-        series=series,
-        spend_chart=spend_over_time_chart(series=series, currency=currency),
-        summary=summary,
-        budget=selectors.budget_lines(
-            projects=Project.objects.filter(pk=project.pk), summary=summary
-        ),
-        experiment_costs=selectors.experiment_costs(scope=scope, period=period, limit=PROJECT_RUNS),
-        deployment_costs=selectors.deployment_costs(scope=scope, period=period),
-        breakdown=selectors.spend_breakdown(scope=scope, period=period),
-        experiment_movers=changes.experiment_movers(MOVERS) if period.previous else [],
-        deployment_movers=changes.deployment_movers(MOVERS) if period.previous else [],
-    )
-    return context
-
-
 @login_required
 def project_spend_export(request: HttpRequest, slug: str) -> HttpResponse:
     project = project_for_user(user=request.user, slug=slug)
-    filters = _project_filters(request)
+    filters = project_filters(request.GET)
     if filters.range_errors:
         return range_refused(filters.range_errors)
     scope = selectors.project_scope(
@@ -420,46 +376,10 @@ def project_spend_export(request: HttpRequest, slug: str) -> HttpResponse:
 # -- A model's cost of ownership ----------------------------------------------------------------
 
 
-def _owner_filters(request: HttpRequest, default_preset: str) -> SpendFilters:
-    return spend_filters_from(
-        request.GET,
-        today=today(),
-        default_preset=default_preset,
-        dimensions=("provider",),
-        providers=selectors.providers_billed(),
-    )
-
-
-def model_spend(request: HttpRequest, *, model) -> dict:
-    """The model page's cost of ownership: the runs that produced it, the deployments serving it
-    and their storage, over time (all time unless a range is chosen)."""
-    filters = _owner_filters(request, "all")
-    currency = _org(request).currency
-    scope = selectors.model_scope(
-        model=model, user=request.user, currency=currency, provider=filters.provider
-    )
-    context = _common(request, filters, reverse("model_spend_export", args=[model.pk]))
-    series = selectors.spend_series(scope=scope, period=filters.period, by="component")
-    context.update(
-        series=series,
-        spend_chart=spend_over_time_chart(
-            series=series,
-            currency=currency,
-            empty_message="No spend on this model's runs or deployments in this period: register "
-            "the resources they ran on, or pick a longer range.",
-        ),
-        experiment_costs=selectors.experiment_costs(
-            scope=scope, period=filters.period, limit=MODEL_RUNS
-        ),
-        deployment_costs=selectors.deployment_costs(scope=scope, period=filters.period),
-    )
-    return context
-
-
 @login_required
 def model_spend_export(request: HttpRequest, model_pk: int) -> HttpResponse:
     model = model_for_user(user=request.user, pk=model_pk)
-    filters = _owner_filters(request, "all")
+    filters = owner_filters(request.GET, "all")
     if filters.range_errors:
         return range_refused(filters.range_errors)
     scope = selectors.model_scope(
@@ -479,74 +399,6 @@ def model_spend_export(request: HttpRequest, model_pk: int) -> HttpResponse:
 # -- An experiment's and a deployment's spend ---------------------------------------------------
 
 
-def _owner_spend(request, *, scope, filters, export_url: str) -> dict:
-    context = _common(request, filters, export_url)
-    series = selectors.spend_series(scope=scope, period=filters.period, by="cost_kind")
-    context.update(
-        series=series,
-        spend_chart=spend_over_time_chart(
-            series=series,
-            currency=scope.currency,
-            id="owner-spend",
-            empty_message="No billed spend attributed here in this period: register the "
-            "resource ids it ran on, or pick a longer range.",
-        ),
-        services=selectors.spend_breakdown(
-            scope=scope, period=filters.period, dimensions=("service_name",)
-        )["service_name"],
-    )
-    return context
-
-
-def experiment_spend(request: HttpRequest, *, experiment) -> dict:
-    """The experiment page's spend: all of the run's life unless a range is chosen."""
-    filters = _owner_filters(request, "all")
-    scope = selectors.experiment_scope(
-        experiment=experiment, currency=_org(request).currency, provider=filters.provider
-    )
-    context = _owner_spend(
-        request,
-        scope=scope,
-        filters=filters,
-        export_url=reverse("experiment_spend_export", args=[experiment.pk]),
-    )
-    hours = selectors.gpu_hours_by_owner(experiment_ids=[experiment.pk], period=filters.period)
-    gpu_hours = hours.get(("experiment", experiment.pk))
-    context.update(
-        waste=experiment.status == experiment.Status.FAILED and context["series"].total > 0,
-        gpu_hours=gpu_hours,
-        cost_per_gpu_hour=context["series"].total / _decimal(gpu_hours) if gpu_hours else None,
-    )
-    return context
-
-
-def deployment_spend(request: HttpRequest, *, deployment) -> dict:
-    filters = _owner_filters(request, "30d")
-    scope = selectors.deployment_scope(
-        deployment=deployment, currency=_org(request).currency, provider=filters.provider
-    )
-    context = _owner_spend(
-        request,
-        scope=scope,
-        filters=filters,
-        export_url=reverse("deployment_spend_export", args=[deployment.pk]),
-    )
-    costs = selectors.deployment_costs(scope=scope, period=filters.period, limit=1)
-    cost = costs[0] if costs else None
-    context.update(
-        deployment_cost=cost,
-        gpu_hours=cost.gpu_hours if cost else None,
-        cost_per_gpu_hour=cost.amount / _decimal(cost.gpu_hours)
-        if cost and cost.gpu_hours
-        else None,
-    )
-    return context
-
-
-def _decimal(value: float) -> Decimal:
-    return Decimal(str(value))
-
-
 def _owner_export(request, *, scope, filters, name: str) -> HttpResponse:
     if filters.range_errors:
         return range_refused(filters.range_errors)
@@ -562,7 +414,7 @@ def _owner_export(request, *, scope, filters, name: str) -> HttpResponse:
 @login_required
 def experiment_spend_export(request: HttpRequest, experiment_pk: int) -> HttpResponse:
     experiment = experiment_for_user(user=request.user, pk=experiment_pk)
-    filters = _owner_filters(request, "all")
+    filters = owner_filters(request.GET, "all")
     scope = selectors.experiment_scope(
         experiment=experiment, currency=_org(request).currency, provider=filters.provider
     )
@@ -574,7 +426,7 @@ def experiment_spend_export(request: HttpRequest, experiment_pk: int) -> HttpRes
 @login_required
 def deployment_spend_export(request: HttpRequest, deployment_pk: int) -> HttpResponse:
     deployment = deployment_for_user(user=request.user, pk=deployment_pk)
-    filters = _owner_filters(request, "30d")
+    filters = owner_filters(request.GET, "30d")
     scope = selectors.deployment_scope(
         deployment=deployment, currency=_org(request).currency, provider=filters.provider
     )

@@ -7,9 +7,10 @@ import pytest
 from django.db.models import Sum
 
 from apps.billing.models import CostLineItem
-from apps.demo.billing import demo_billing_write, focus_benchmark_write
+from apps.demo.billing import demo_billing_write
 from apps.deployments.models import DeploymentResource
 from apps.experiments.models import ExperimentResource
+from bench.focus_bill import focus_benchmark_write
 
 from .conftest import run_import
 

@@ -19,7 +19,7 @@ from apps.billing.services import (
     import_run_enqueue,
     import_run_execute,
 )
-from apps.demo.billing import focus_benchmark_write
+from bench.focus_bill import focus_benchmark_write
 
 from .conftest import focus_line, write_focus
 

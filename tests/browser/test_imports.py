@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from apps.accounts.models import Organization
 from apps.billing.models import ImportRun
-from apps.demo.billing import focus_benchmark_write
+from bench.focus_bill import focus_benchmark_write
 from tests.billing.test_worker import source_totals
 from tests.factories import PASSWORD, StaffFactory
 

@@ -1,5 +1,6 @@
 """Spend of a project, a run, a deployment or a model for a period: the billing rollup's figures,
-as the pages show them (FOCUS EffectiveCost, with BilledCost beside it)."""
+as the pages show them (FOCUS EffectiveCost, with BilledCost beside it), read through the pages'
+own scopes and apps.spend's `spend_report`."""
 
 from datetime import UTC, date, timedelta
 
@@ -8,17 +9,21 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router
 
-from apps.deployments.selectors import (
-    deployments_visible_to,
-    external_deployment_for_user,
-    external_model_for_user,
-)
-from apps.experiments.selectors import experiments_visible_to, external_experiment_for_user
+from apps.deployments.selectors import external_deployment_for_user, external_model_for_user
+from apps.experiments.selectors import external_experiment_for_user
 from apps.projects.selectors import project_for_user
+from apps.spend.sections import request_organization
+from apps.spend.selectors import (
+    SpendReport,
+    deployment_scope,
+    experiment_scope,
+    model_scope,
+    project_scope,
+    spend_report,
+)
 
 from ..common import ERRORS
 from ..schemas import Day, ExternalId, Slug, SpendReportOut
-from ..selectors import SpendReport, owner_spend
 
 router = Router(tags=["spend"])
 PERIOD_HELP = (
@@ -35,6 +40,11 @@ def _period(start: date | None, end: date | None) -> tuple[date, date]:
     return start, end
 
 
+def _currency(request: HttpRequest) -> str:
+    # The scopes carry the organisation's currency; the report keeps every currency apart.
+    return request_organization(request).currency
+
+
 @router.get(
     "/{slug}/spend",
     response={200: SpendReportOut, **ERRORS},
@@ -46,9 +56,8 @@ def project_spend(
 ) -> SpendReport:
     project = project_for_user(user=request.user, slug=slug)
     start, end = _period(start, end)
-    return owner_spend(
-        by=("project_id",), belongs=lambda key: key[0] == project.pk, start=start, end=end
-    )
+    scope = project_scope(project=project, currency=_currency(request))
+    return spend_report(scope=scope, start=start, end=end)
 
 
 @router.get(
@@ -66,9 +75,8 @@ def experiment_spend(
 ) -> SpendReport:
     experiment = external_experiment_for_user(user=request.user, slug=slug, external_id=external_id)
     start, end = _period(start, end)
-    return owner_spend(
-        by=("experiment_id",), belongs=lambda key: key[0] == experiment.pk, start=start, end=end
-    )
+    scope = experiment_scope(experiment=experiment, currency=_currency(request))
+    return spend_report(scope=scope, start=start, end=end)
 
 
 @router.get(
@@ -86,9 +94,8 @@ def deployment_spend(
 ) -> SpendReport:
     deployment = external_deployment_for_user(user=request.user, slug=slug, external_id=external_id)
     start, end = _period(start, end)
-    return owner_spend(
-        by=("deployment_id",), belongs=lambda key: key[0] == deployment.pk, start=start, end=end
-    )
+    scope = deployment_scope(deployment=deployment, currency=_currency(request))
+    return spend_report(scope=scope, start=start, end=end)
 
 
 @router.get(
@@ -107,15 +114,5 @@ def model_spend(
 ) -> SpendReport:
     model = external_model_for_user(user=request.user, slug=slug, external_id=external_id)
     start, end = _period(start, end)
-    runs = set(
-        experiments_visible_to(user=request.user).filter(model=model).values_list("pk", flat=True)
-    )
-    serving = set(
-        deployments_visible_to(user=request.user).filter(model=model).values_list("pk", flat=True)
-    )
-    return owner_spend(
-        by=("experiment_id", "deployment_id"),
-        belongs=lambda key: key[0] in runs or key[1] in serving,
-        start=start,
-        end=end,
-    )
+    scope = model_scope(model=model, user=request.user, currency=_currency(request))
+    return spend_report(scope=scope, start=start, end=end)

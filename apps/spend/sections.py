@@ -1,0 +1,267 @@
+"""The spend sections that other apps' pages show: a project's, a model's, an experiment's and a
+deployment's spend. Each is a plain function of keyword arguments (the object, the request's GET
+data, the organisation's currency) returning a dataclass; the page's view spreads
+`section.context()` into its template's context, so the templates read the same names as before.
+
+Every section takes its date range and filters from the URL (apps/spend/filters.py), and its
+figures from the spend selectors; its tables' CSV exports are the `*_spend_export` views.
+"""
+
+from dataclasses import dataclass, fields
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+from django.http import HttpRequest, QueryDict
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.accounts.models import Organization
+from apps.deployments.models import Deployment, Model
+from apps.experiments.models import Experiment
+from apps.projects.models import Project, Workload
+from costsite.charts import Chart
+
+from . import selectors
+from .charts import spend_over_time_chart
+from .filters import SpendFilterForm, SpendFilters, spend_filters_from
+
+MOVERS = 5  # per kind on a page; the CSV has every change
+# The costliest runs listed; the CSV lists them all. The model page lists every run that produced
+# the model below already, so its spend section shows the few that cost most.
+PROJECT_RUNS = 25
+MODEL_RUNS = 10
+
+
+def today() -> date:
+    """Rollup days are UTC days, so "today" is the UTC one."""
+    return timezone.now().astimezone(UTC).date()
+
+
+def request_organization(request: HttpRequest) -> Organization:
+    """The organisation of a request (its currency is the sections' `currency`)."""
+    # The organisation middleware fetched it for this request already.
+    return getattr(request, "_costsite_org", None) or Organization.get()
+
+
+def project_filters(params: QueryDict) -> SpendFilters:
+    return spend_filters_from(
+        params,
+        today=today(),
+        dimensions=("provider", "workload"),
+        providers=selectors.providers_billed(),
+        workloads=[(value, label) for value, label in Workload.choices if value != "unattributed"],
+    )
+
+
+def owner_filters(params: QueryDict, default_preset: str) -> SpendFilters:
+    """The filters of a model's, an experiment's or a deployment's spend."""
+    return spend_filters_from(
+        params,
+        today=today(),
+        default_preset=default_preset,
+        dimensions=("provider",),
+        providers=selectors.providers_billed(),
+    )
+
+
+@dataclass(frozen=True)
+class SpendSection:
+    """What every spend section shows: its filters, its series over time and where to export."""
+
+    filters: SpendFilters
+    form: SpendFilterForm
+    currency: str
+    export_url: str
+    export_query: str
+    data_as_of: datetime | None
+    series: selectors.SpendSeries
+    spend_chart: Chart
+
+    def context(self) -> dict:
+        """The section's fields by name, for a template's context (not copied)."""
+        return {item.name: getattr(self, item.name) for item in fields(self)}
+
+
+def _common(*, filters: SpendFilters, currency: str, export_url: str) -> dict:
+    return {
+        "filters": filters,
+        "form": filters.form,
+        "currency": currency,
+        "export_url": export_url,
+        "export_query": filters.query_string,
+        "data_as_of": selectors.data_as_of(),
+    }
+
+
+# -- A project's spend -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProjectSpend(SpendSection):
+    summary: selectors.MonthSummary
+    budget: list[selectors.BudgetLine]
+    experiment_costs: selectors.ExperimentCosts
+    deployment_costs: list[selectors.DeploymentCost]
+    breakdown: dict[str, list[selectors.BreakdownRow]]
+    experiment_movers: list[selectors.Change]
+    deployment_movers: list[selectors.Change]
+
+
+def project_spend(*, project: Project, params: QueryDict, currency: str) -> ProjectSpend:
+    """The spend section of the project page."""
+    filters = project_filters(params)
+    scope = selectors.project_scope(
+        project=project, currency=currency, provider=filters.provider, workload=filters.workload
+    )
+    period = filters.period
+    common = _common(
+        filters=filters,
+        currency=currency,
+        export_url=reverse("project_spend_export", args=[project.slug]),
+    )
+    series = selectors.spend_series(scope=scope, period=period)
+    summary = selectors.month_summary(scope=scope, today=today(), as_of=common["data_as_of"])
+    changes = selectors.spend_changes(scope=scope, period=period, names_for=MOVERS, models=False)
+    return ProjectSpend(
+        **common,
+        series=series,
+        spend_chart=spend_over_time_chart(series=series, currency=currency),
+        summary=summary,
+        budget=selectors.budget_lines(
+            projects=Project.objects.filter(pk=project.pk), summary=summary
+        ),
+        experiment_costs=selectors.experiment_costs(scope=scope, period=period, limit=PROJECT_RUNS),
+        deployment_costs=selectors.deployment_costs(scope=scope, period=period),
+        breakdown=selectors.spend_breakdown(scope=scope, period=period),
+        experiment_movers=changes.experiment_movers(MOVERS) if period.previous else [],
+        deployment_movers=changes.deployment_movers(MOVERS) if period.previous else [],
+    )
+
+
+# -- A model's cost of ownership ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelSpend(SpendSection):
+    experiment_costs: selectors.ExperimentCosts
+    deployment_costs: list[selectors.DeploymentCost]
+
+
+def model_spend(*, model: Model, user, params: QueryDict, currency: str) -> ModelSpend:
+    """The model page's cost of ownership: the runs that produced it, the deployments serving it
+    and their storage, over time (all time unless a range is chosen)."""
+    filters = owner_filters(params, "all")
+    scope = selectors.model_scope(
+        model=model, user=user, currency=currency, provider=filters.provider
+    )
+    common = _common(
+        filters=filters,
+        currency=currency,
+        export_url=reverse("model_spend_export", args=[model.pk]),
+    )
+    series = selectors.spend_series(scope=scope, period=filters.period, by="component")
+    return ModelSpend(
+        **common,
+        series=series,
+        spend_chart=spend_over_time_chart(
+            series=series,
+            currency=currency,
+            empty_message="No spend on this model's runs or deployments in this period: register "
+            "the resources they ran on, or pick a longer range.",
+        ),
+        experiment_costs=selectors.experiment_costs(
+            scope=scope, period=filters.period, limit=MODEL_RUNS
+        ),
+        deployment_costs=selectors.deployment_costs(scope=scope, period=filters.period),
+    )
+
+
+# -- An experiment's and a deployment's spend ---------------------------------------------------
+
+
+def _owner_common(*, scope: selectors.SpendScope, filters: SpendFilters, export_url: str) -> dict:
+    common = _common(filters=filters, currency=scope.currency, export_url=export_url)
+    series = selectors.spend_series(scope=scope, period=filters.period, by="cost_kind")
+    return {
+        **common,
+        "series": series,
+        "spend_chart": spend_over_time_chart(
+            series=series,
+            currency=scope.currency,
+            id="owner-spend",
+            empty_message="No billed spend attributed here in this period: register the "
+            "resource ids it ran on, or pick a longer range.",
+        ),
+        "services": selectors.spend_breakdown(
+            scope=scope, period=filters.period, dimensions=("service_name",)
+        )["service_name"],
+    }
+
+
+def _decimal(value: float) -> Decimal:
+    return Decimal(str(value))
+
+
+@dataclass(frozen=True)
+class ExperimentSpend(SpendSection):
+    services: list[selectors.BreakdownRow]
+    waste: bool
+    gpu_hours: float | None
+    cost_per_gpu_hour: Decimal | None
+
+
+def experiment_spend(
+    *, experiment: Experiment, params: QueryDict, currency: str
+) -> ExperimentSpend:
+    """The experiment page's spend: all of the run's life unless a range is chosen."""
+    filters = owner_filters(params, "all")
+    scope = selectors.experiment_scope(
+        experiment=experiment, currency=currency, provider=filters.provider
+    )
+    common = _owner_common(
+        scope=scope,
+        filters=filters,
+        export_url=reverse("experiment_spend_export", args=[experiment.pk]),
+    )
+    hours = selectors.gpu_hours_by_owner(experiment_ids=[experiment.pk], period=filters.period)
+    gpu_hours = hours.get(("experiment", experiment.pk))
+    total = common["series"].total
+    return ExperimentSpend(
+        **common,
+        waste=experiment.status == experiment.Status.FAILED and total > 0,
+        gpu_hours=gpu_hours,
+        cost_per_gpu_hour=total / _decimal(gpu_hours) if gpu_hours else None,
+    )
+
+
+@dataclass(frozen=True)
+class DeploymentSpend(SpendSection):
+    services: list[selectors.BreakdownRow]
+    deployment_cost: selectors.DeploymentCost | None
+    gpu_hours: float | None
+    cost_per_gpu_hour: Decimal | None
+
+
+def deployment_spend(
+    *, deployment: Deployment, params: QueryDict, currency: str
+) -> DeploymentSpend:
+    """The deployment page's spend: the last 30 days unless a range is chosen."""
+    filters = owner_filters(params, "30d")
+    scope = selectors.deployment_scope(
+        deployment=deployment, currency=currency, provider=filters.provider
+    )
+    common = _owner_common(
+        scope=scope,
+        filters=filters,
+        export_url=reverse("deployment_spend_export", args=[deployment.pk]),
+    )
+    costs = selectors.deployment_costs(scope=scope, period=filters.period, limit=1)
+    cost = costs[0] if costs else None
+    return DeploymentSpend(
+        **common,
+        deployment_cost=cost,
+        gpu_hours=cost.gpu_hours if cost else None,
+        cost_per_gpu_hour=cost.amount / _decimal(cost.gpu_hours)
+        if cost and cost.gpu_hours
+        else None,
+    )

@@ -8,6 +8,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from apps.deployments.selectors import deployment_for_user, model_for_user, models_visible_to
+from apps.insights.selectors import findings_section
 from apps.projects.selectors import project_for_user
 from apps.spend.sections import deployment_spend, model_spend, request_organization
 from costsite.htmx import form_page, redirect_after_save
@@ -100,6 +101,10 @@ def deployment_detail(request: HttpRequest, deployment_pk: int) -> HttpResponse:
         params=request.GET,
         currency=request_organization(request).currency,
     ).context()
+    period = spend["filters"].period
+    spend["findings"] = findings_section(
+        user=request.user, start=period.start, end=period.end, deployment=deployment
+    )
     if request.htmx and request.htmx.target == "spend":
         return render(request, "deployments/deployment_detail.html#spend", spend)
     traffic = selectors.deployment_recent_traffic(deployment=deployment)

@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from apps.deployments.selectors import models_visible_to
 from apps.experiments.selectors import experiment_for_user
+from apps.insights.selectors import findings_section
 from apps.projects.selectors import project_for_user
 from apps.spend.sections import experiment_spend, request_organization
 from costsite.htmx import form_page, redirect_after_save
@@ -25,6 +26,10 @@ def experiment_detail(request: HttpRequest, experiment_pk: int) -> HttpResponse:
         params=request.GET,
         currency=request_organization(request).currency,
     ).context()
+    period = spend["filters"].period
+    spend["findings"] = findings_section(
+        user=request.user, start=period.start, end=period.end, experiment=experiment
+    )
     if request.htmx and request.htmx.target == "spend":
         return render(request, "experiments/experiment_detail.html#spend", spend)
     return render(

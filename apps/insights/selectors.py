@@ -84,18 +84,14 @@ def findings_filtered(
 
 
 def wasted_in_period(
-    *, findings: QuerySet[Finding], start: date, end: date
+    *, findings: QuerySet[Finding], start: date | None, end: date
 ) -> dict[int, dict[str, Decimal]]:
-    """Each finding's wasted in `[start, end)`, per currency."""
+    """Each finding's wasted in `[start, end)` (`start` None: since the first), per currency."""
     wasted: dict[int, dict[str, Decimal]] = defaultdict(dict)
-    for row in (
-        FindingHour.objects.filter(
-            finding__in=findings, hour__gte=day_start(start), hour__lt=day_start(end)
-        )
-        .values("finding_id", "currency")
-        .annotate(wasted=Sum("wasted"))
-        .order_by()
-    ):
+    hours = FindingHour.objects.filter(finding__in=findings, hour__lt=day_start(end))
+    if start is not None:
+        hours = hours.filter(hour__gte=day_start(start))
+    for row in hours.values("finding_id", "currency").annotate(wasted=Sum("wasted")).order_by():
         if row["wasted"]:
             wasted[row["finding_id"]][row["currency"]] = row["wasted"]
     return wasted
@@ -235,8 +231,9 @@ class FindingsSection:
 def findings_section(
     *,
     user,
-    start: date,
+    start: date | None,
     end: date,
+    team=None,
     project=None,
     experiment=None,
     deployment=None,
@@ -247,7 +244,10 @@ def findings_section(
     """Wasted in `[start, end)` of the findings the user sees about one subject (or all of
     them), and its top open or acknowledged findings."""
     findings = findings_visible_to(user=user)
-    query: dict[str, str] = {"start": start.isoformat(), "end": end.isoformat()}
+    query: dict[str, str] = {"start": start.isoformat(), "end": end.isoformat()} if start else {}
+    if team is not None:
+        findings = findings.filter(project__team=team)
+        query["team"] = team.slug
     if project is not None:
         findings = findings.filter(project=project)
         query["project"] = project.slug
@@ -261,7 +261,9 @@ def findings_section(
         findings = findings.filter(kind=kind)
         query["kind"] = kind
     active = findings.filter(status__in=[Status.OPEN, Status.ACKNOWLEDGED])
-    in_period = Q(hours__hour__gte=day_start(start), hours__hour__lt=day_start(end))
+    in_period = Q(hours__hour__lt=day_start(end))
+    if start is not None:
+        in_period &= Q(hours__hour__gte=day_start(start))
     # Ranked as the waste page ranks them, by the period's money first (one currency in practice).
     top = list(
         active.select_related("project")

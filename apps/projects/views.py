@@ -8,6 +8,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from apps.accounts.selectors import teams_led_by
+from apps.insights.selectors import findings_section
 from apps.projects.selectors import can_create_project, can_edit_project, project_for_user
 from apps.spend.sections import project_spend, request_organization
 from apps.spend.views import overview
@@ -94,9 +95,14 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _spend(request: HttpRequest, project) -> dict:
-    return project_spend(
+    spend = project_spend(
         project=project, params=request.GET, currency=request_organization(request).currency
     ).context()
+    period = spend["filters"].period
+    findings = findings_section(
+        user=request.user, start=period.start, end=period.end, project=project
+    )
+    return {**spend, "findings": findings}
 
 
 @login_required

@@ -22,6 +22,7 @@ from apps.billing import freshness
 from apps.billing.services_attribution import unattributed_claim as claim_service
 from apps.deployments.selectors import deployment_for_user, model_for_user
 from apps.experiments.selectors import experiment_for_user
+from apps.insights.selectors import findings_section
 from apps.projects.models import AllocationRule, Workload
 from apps.projects.selectors import project_for_user, projects_editable_by, projects_visible_to
 from costsite.htmx import redirect_after_save
@@ -124,6 +125,13 @@ def overview_context(request: HttpRequest) -> dict:
         deployment_movers=changes.deployment_movers(MOVERS) if period.previous else [],
         shows_unattributed=scope.unattributed,
         lag_warnings=freshness.lag_warnings(),
+        findings=findings_section(
+            user=request.user,
+            start=period.start,
+            end=period.end,
+            team=filters.team,
+            project=filters.project,
+        ),
         unattributed=selectors.unattributed_resources(
             period=period, currency=scope.currency, provider=filters.provider, detail=False
         )

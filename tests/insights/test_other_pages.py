@@ -68,3 +68,45 @@ def test_a_resolved_finding_leaves_the_gpus_open_list_but_its_money_stays_wasted
     assert '<strong id="findings-wasted">$5.00</strong>' in section
     assert "· 0 open findings</span>" in section
     assert "No open findings on this GPU" in section
+
+
+def section_of(body: str) -> str:
+    return body[body.index('id="findings-section"') :]
+
+
+DAY = "start=2025-03-10&end=2025-03-10"  # the spend pages' end is included
+
+
+def test_a_projects_page_shows_its_waste_in_the_period_and_its_top_findings(found, lead, project):
+    section = section_of(get(lead, f"/projects/{project.slug}/?{DAY}"))
+    # i-a 5.00 + i-b 3.25; i-u has no project.
+    assert '<strong id="findings-wasted">$8.25</strong>' in section
+    assert "· 2 open findings</span>" in section
+    first, second = (
+        Finding.objects.get(kind=Kind.IDLE_GPU, resource_id=resource) for resource in ("i-a", "i-b")
+    )
+    assert section.index(f"/waste/{first.pk}/") < section.index(f"/waste/{second.pk}/")
+
+
+def test_the_spend_partial_brings_the_findings_of_its_new_period(found, lead, project):
+    client = Client()
+    client.force_login(lead)
+    with time_machine.travel(NOW, tick=False):
+        response = client.get(
+            f"/projects/{project.slug}/?start=2025-03-01&end=2025-03-05",
+            headers={"HX-Request": "true", "HX-Target": "spend"},
+        )
+    assert '<strong id="findings-wasted">$0.00</strong>' in section_of(response.content.decode())
+
+
+def test_a_runs_page_shows_the_findings_of_its_resources(found, lead):
+    section = section_of(get(lead, f"/experiments/{found['run'].pk}/?{DAY}"))
+    assert '<strong id="findings-wasted">$5.00</strong>' in section
+    assert "· 1 open finding</span>" in section
+
+
+def test_the_overview_shows_the_waste_of_everything_the_user_sees(found, staff):
+    section = section_of(get(staff, f"/?{DAY}"))
+    # Idle i-a 5.00 + i-b 3.25 + i-u 10.00; unattributed spend is not waste.
+    assert '<strong id="findings-wasted">$18.25</strong>' in section
+    assert "· 5 open findings</span>" in section

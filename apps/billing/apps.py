@@ -24,6 +24,7 @@ class BillingConfig(AppConfig):
     def ready(self) -> None:
         from apps.projects.ports import ownership_changed
 
+        from . import tasks  # noqa: F401  (registers the tasks the services enqueue by name)
         from .services import attribution_schedule
 
         # Who used what changed (a resource id, an alias, a rule): re-attribute that history.

@@ -19,6 +19,8 @@ from django.db.models import Max, Min, Q
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from costsite.celery import task_enqueue_on_commit
+
 from .attribution import Attributor
 from .errors import (
     BillingImportError,
@@ -89,9 +91,7 @@ def import_run_create(
 
 def import_run_enqueue(*, import_run: ImportRun) -> None:
     """Run it in a worker once the current transaction commits."""
-    from .tasks import import_run_execute_task
-
-    import_run_execute_task.delay_on_commit(import_run.pk)
+    task_enqueue_on_commit("apps.billing.tasks.import_run_execute_task", import_run.pk)
 
 
 def import_run_execute(*, import_run: ImportRun) -> ImportRun:
@@ -157,8 +157,6 @@ def attribution_schedule(
     with the resource ids (old and new) when an experiment's or deployment's resources, or their
     times, change. Returns the run, or None when there was nothing to re-attribute.
     """
-    from .tasks import attribution_refresh_task
-
     ids = None
     if resource_ids is not None:
         ids = sorted({r.strip() for r in resource_ids if r and r.strip()})
@@ -167,7 +165,7 @@ def attribution_schedule(
     run = AttributionRun.objects.create(
         reason=reason[:500], resource_ids=ids, created_by=created_by
     )
-    attribution_refresh_task.delay_on_commit(run.pk)
+    task_enqueue_on_commit("apps.billing.tasks.attribution_refresh_task", run.pk)
     return run
 
 

@@ -1,19 +1,18 @@
 """What the import and re-attribution runs share: when a run counts as killed, how often
 progress is written, money as text, UTC days and the last line id."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pyarrow.compute as pc
 from django.db.models import Max
 
+from costsite.polling import STALE_AFTER  # noqa: F401  (one rule for every tracked run)
+
 from .models import (
     CostLineItem,
 )
 
-# A running run whose process showed no sign of life for this long was killed; it may be
-# claimed again (progress beats at least every few seconds while a run works).
-STALE_AFTER = timedelta(minutes=10)
 PROGRESS_EVERY_SECONDS = 0.5
 
 

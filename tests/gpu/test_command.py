@@ -3,12 +3,15 @@
 import io
 import json
 import os
+from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from apps.gpu import services, tasks
 from apps.gpu.models import Gpu, GpuHour, MetricImport
+from costsite.polling import STALE_AFTER
 
 from .helpers import at, hour_values
 
@@ -196,3 +199,34 @@ def test_the_import_task_runs_a_queued_import_once(organization, write):
     assert metric_import.finished_at == finished
     assert metric_import.samples == 3
     assert GpuHour.objects.filter(gpu__uuid="GPU-cmd-1").count() == 2
+
+
+def test_a_running_import_whose_worker_stopped_beating_is_claimed_again(organization, write):
+    """A worker killed mid-import leaves it running; the redelivered task claims it again once
+    its heartbeat is older than STALE_AFTER, and runs it to the end."""
+    path = write("gpus.csv", SMI)
+    metric_import = services.metric_import_create(path=str(path), host="box-1")
+    killed_at = timezone.now() - STALE_AFTER - timedelta(seconds=1)
+    MetricImport.objects.filter(pk=metric_import.pk).update(
+        status=MetricImport.Status.RUNNING, started_at=killed_at, heartbeat_at=killed_at
+    )
+
+    assert tasks.metric_import_execute_task.apply(args=[metric_import.pk]).get() == "succeeded"
+    metric_import.refresh_from_db()
+    assert metric_import.samples == 3
+    assert metric_import.heartbeat_at > killed_at
+    assert GpuHour.objects.filter(gpu__uuid="GPU-cmd-1").count() == 2
+
+
+def test_a_running_import_with_a_fresh_heartbeat_is_left_to_its_worker(organization, write):
+    path = write("gpus.csv", SMI)
+    metric_import = services.metric_import_create(path=str(path), host="box-1")
+    beat = timezone.now() - STALE_AFTER + timedelta(seconds=30)
+    MetricImport.objects.filter(pk=metric_import.pk).update(
+        status=MetricImport.Status.RUNNING, started_at=beat, heartbeat_at=beat
+    )
+
+    assert tasks.metric_import_execute_task.apply(args=[metric_import.pk]).get() == "running"
+    metric_import.refresh_from_db()
+    assert (metric_import.samples, metric_import.finished_at) == (0, None)
+    assert GpuHour.objects.count() == 0

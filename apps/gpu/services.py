@@ -2,9 +2,11 @@
 
 import contextlib
 import json
+import logging
 import os
 import re
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -31,11 +33,15 @@ from .formats import FORMATS, GpuInfo, GpuMetricsError, ParseContext, detect_for
 from .models import Gpu, GpuHour, HostMapping, MetricImport, MetricSource
 from .rollup import HourRow, RollupBuilder
 
+logger = logging.getLogger(__name__)
+
 # One PostgreSQL advisory lock for every write to the GPU rollup: an import reads the GPU-hours it
 # merges into, so two imports touching the same hour at once would each miss the other's samples.
 # Imports are short (a scrape is milliseconds, a week of 64 GPUs a few seconds), so one lock is
 # simpler than locking per GPU and costs nothing a person would notice.
 ROLLUP_LOCK = 0x67707531
+# A loading import beats this often, well inside STALE_AFTER.
+HEARTBEAT_EVERY_SECONDS = 5.0
 
 # Metrics a Prometheus pull asks for, in order. Each response is one metric, as the importer
 # reads it; the rollup prefers the engine-active ratio over GPU_UTIL wherever both exist.
@@ -283,11 +289,13 @@ def _lock_rollup() -> None:
 
 
 @transaction.atomic
-def gpu_metrics_load(*, inputs: list[MetricInput]) -> ImportOutcome:
+def gpu_metrics_load(
+    *, inputs: list[MetricInput], beat: Callable[[], None] | None = None
+) -> ImportOutcome:
     """Parse `inputs` and merge them into the hourly rollup as one unit: all or nothing.
 
     Raises GpuMetricsError (naming the file, and the line where it can) on bad input; nothing of
-    the unit is then written.
+    the unit is then written. `beat` is called after every parsed batch (an import's heartbeat).
     """
     _lock_rollup()
     threshold = Organization.get().idle_threshold_percent
@@ -310,6 +318,8 @@ def gpu_metrics_load(*, inputs: list[MetricInput]) -> ImportOutcome:
         with item.open() as stream:
             for batch in parse(item.format, stream, context=context):
                 builder.add(batch)
+                if beat is not None:
+                    beat()
         outcome.formats.append(item.format)
     builder.flush()
     resolver.save_seen()
@@ -363,6 +373,29 @@ def _detect_file_format(path: str) -> str:
     return fmt
 
 
+class _MetricImportBeat:
+    """An import's sign of life while it loads, at most every HEARTBEAT_EVERY_SECONDS.
+
+    Through the `progress` connection on PostgreSQL, which commits at once: the load runs in one
+    transaction, and a heartbeat written inside it would not be seen by another worker until the
+    end. Advice only: a beat that fails never fails the import."""
+
+    def __init__(self, metric_import: MetricImport):
+        self.pk = metric_import.pk
+        self.last = time.monotonic()  # the claim has just beaten
+
+    def __call__(self) -> None:
+        moment = time.monotonic()
+        if moment - self.last < HEARTBEAT_EVERY_SECONDS:
+            return
+        self.last = moment
+        alias = "progress" if connection.vendor == "postgresql" else "default"
+        try:
+            MetricImport.objects.using(alias).filter(pk=self.pk).update(heartbeat_at=timezone.now())
+        except Exception:
+            logger.warning("GPU metrics import %s: heartbeat not written", self.pk, exc_info=True)
+
+
 def metric_import_execute(*, metric_import: MetricImport) -> MetricImport:
     """Run a queued import. Claimed with a conditional UPDATE, so a retried task never runs it
     twice; ends succeeded, unchanged (every sample was counted already) or failed.
@@ -414,7 +447,8 @@ def metric_import_execute(*, metric_import: MetricImport) -> MetricImport:
                     time_zone=metric_import.time_zone or Organization.get().time_zone,
                     taken_at=taken_at,
                 )
-            ]
+            ],
+            beat=_MetricImportBeat(metric_import),
         )
     except (GpuMetricsError, OSError) as exc:
         metric_import.status = MetricImport.Status.FAILED

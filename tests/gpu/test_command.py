@@ -5,13 +5,16 @@ import json
 import os
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.utils import timezone
 
 from apps.gpu import services, tasks
 from apps.gpu.models import Gpu, GpuHour, MetricImport
 from costsite.polling import STALE_AFTER
+from tests.celery_worker import _database_url
 
 from .helpers import at, hour_values
 
@@ -230,3 +233,36 @@ def test_a_running_import_with_a_fresh_heartbeat_is_left_to_its_worker(organizat
     metric_import.refresh_from_db()
     assert (metric_import.samples, metric_import.finished_at) == (0, None)
     assert GpuHour.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "progress"])
+def test_a_loading_import_beats_where_another_worker_sees_it(organization, write, monkeypatch):
+    """The heartbeat commits at once, while the load's own transaction is still open."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has one writer at a time: the beat goes through the load's connection")
+    path = write("gpus.csv", SMI)
+    metric_import = services.metric_import_create(path=str(path), host="box-1")
+    monkeypatch.setattr(services, "HEARTBEAT_EVERY_SECONDS", 0)
+    seen = []
+    real_beat = services._MetricImportBeat.__call__
+
+    def beat_and_look(self):
+        real_beat(self)
+        # From a connection of its own, as a worker claiming stale imports would look.
+        with psycopg.connect(_database_url(connection.settings_dict)) as other:
+            seen.append(
+                other.execute(
+                    "SELECT heartbeat_at, status FROM gpu_metricimport WHERE id = %s",
+                    [metric_import.pk],
+                ).fetchone()
+            )
+
+    monkeypatch.setattr(services._MetricImportBeat, "__call__", beat_and_look)
+    services.metric_import_execute(metric_import=metric_import)
+
+    metric_import.refresh_from_db()
+    assert metric_import.status == "succeeded"
+    assert len(seen) >= 1
+    heartbeat_at, status = seen[-1]
+    assert status == "running"
+    assert metric_import.started_at < heartbeat_at < metric_import.finished_at

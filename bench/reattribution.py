@@ -94,10 +94,10 @@ def copy_floor(queryset, names: list[str]) -> float:
 
 
 def reader(name: str):
-    from apps.billing import services
+    from apps.billing import reattribution
 
-    chosen = services._orm_chunk if name == "orm" else services._copy_chunk
-    return mock.patch.object(services, "_chunk_reader", lambda: chosen)
+    chosen = reattribution._orm_chunk if name == "orm" else reattribution._copy_chunk
+    return mock.patch.object(reattribution, "_chunk_reader", lambda: chosen)
 
 
 def preview(rule) -> tuple[float, int]:
@@ -126,7 +126,8 @@ def main() -> None:
     from django.db import connection
 
     from apps.billing.models import CostLineItem
-    from apps.billing.services import DRY_RUN_COLUMNS, attribution_refresh
+    from apps.billing.reattribution import DRY_RUN_COLUMNS
+    from apps.billing.services import attribution_refresh
     from apps.billing.services_allocation import PREVIEW_MAX_LINES, _rule_lines
     from apps.projects.models import AllocationRule, Project, TagKeyAlias
 

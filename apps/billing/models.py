@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import Q
 
 from apps.projects.models import Workload
+from costsite.polling import PolledSource
 
 # FOCUS exports carry 10 or more decimals; 15 keeps the smallest real line exact.
 MONEY = {"max_digits": 38, "decimal_places": 15}
@@ -27,7 +28,7 @@ class AttributedBy(models.TextChoices):
     NONE = "", "Unattributed"
 
 
-class BillingSource(models.Model):
+class BillingSource(PolledSource):
     """A folder or an S3-compatible bucket prefix where a cloud drops its billing exports.
 
     Celery beat ticks a dispatcher that claims the sources due (`next_poll_at`, with a conditional
@@ -37,14 +38,12 @@ class BillingSource(models.Model):
     the database.
     """
 
+    INTERVAL_FIELD = "interval_minutes"
+    INTERVAL_UNIT_SECONDS = 60
+
     class Kind(models.TextChoices):
         FOLDER = "folder", "Folder on the server"
         S3 = "s3", "S3-compatible bucket"
-
-    class Health(models.TextChoices):
-        UNKNOWN = "unknown", "Not polled yet"
-        HEALTHY = "healthy", "Healthy"
-        UNHEALTHY = "unhealthy", "Unhealthy"
 
     name = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -78,18 +77,6 @@ class BillingSource(models.Model):
         help_text="Warn when the newest charge loaded is older than this many days. "
         "Empty: the BILLING_FRESHNESS_LAG_DAYS setting.",
     )
-    is_paused = models.BooleanField(default=False)
-
-    health = models.CharField(max_length=20, choices=Health.choices, default=Health.UNKNOWN)
-    last_error = models.TextField(blank=True)
-    consecutive_failures = models.PositiveIntegerField(default=0)
-    last_attempt_at = models.DateTimeField(null=True, blank=True)
-    last_success_at = models.DateTimeField(null=True, blank=True)
-    last_failure_at = models.DateTimeField(null=True, blank=True)
-    next_poll_at = models.DateTimeField(null=True, blank=True)
-
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]

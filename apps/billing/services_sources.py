@@ -29,14 +29,20 @@ import posixpath
 import re
 import shutil
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
+
+from costsite.polling import (
+    polled_source_failed,
+    polled_source_succeeded,
+    polled_sources_claim_due,
+)
 
 from . import sources
 from .models import BillingSource, ImportRun, SourceObject, SourcePoll
@@ -123,22 +129,8 @@ def retry_delay(*, failures: int) -> int:
 
 
 def billing_sources_claim_due(*, now: datetime | None = None) -> list[int]:
-    """Ids of the sources due for a poll, each claimed by moving its next poll on (a conditional
-    UPDATE, so that two dispatchers never claim a source twice)."""
-    now = now or timezone.now()
-    claimed = []
-    due = BillingSource.objects.filter(is_paused=False).filter(
-        Q(next_poll_at__isnull=True) | Q(next_poll_at__lte=now)
-    )
-    for source_id, next_poll_at, interval in due.values_list(
-        "pk", "next_poll_at", "interval_minutes"
-    ):
-        updated = BillingSource.objects.filter(pk=source_id, next_poll_at=next_poll_at).update(
-            next_poll_at=now + timedelta(minutes=interval)
-        )
-        if updated:
-            claimed.append(source_id)
-    return claimed
+    """Ids of the sources due for a poll, each claimed (costsite/polling.py)."""
+    return polled_sources_claim_due(model=BillingSource, now=now)
 
 
 # -- polling ---------------------------------------------------------------------------------
@@ -455,20 +447,12 @@ def _poll_failed(
         finished_at=timezone.now(),
         **_poll_counts(tally),
     )
-    failures = source.consecutive_failures + 1
-    BillingSource.objects.filter(pk=source.pk).update(
-        health=BillingSource.Health.UNHEALTHY,
-        last_error=error,
-        last_failure_at=now,
-        consecutive_failures=F("consecutive_failures") + 1,
-        # The task retries after retry_delay; the schedule waits an interval past that, so the
-        # two never poll a down source at once.
-        next_poll_at=now
-        + timedelta(seconds=retry_delay(failures=failures))
-        + timedelta(minutes=source.interval_minutes),
-        updated_at=now,
+    polled_source_failed(
+        source=source,
+        error=error,
+        now=now,
+        retry_seconds=retry_delay(failures=source.consecutive_failures + 1),
     )
-    source.refresh_from_db()
 
 
 def _poll_succeeded(
@@ -477,15 +461,5 @@ def _poll_succeeded(
     SourcePoll.objects.filter(pk=poll.pk).update(
         status=SourcePoll.Status.SUCCEEDED, finished_at=timezone.now(), **_poll_counts(tally)
     )
-    values = {
-        "health": BillingSource.Health.HEALTHY,
-        "last_error": "",
-        "last_success_at": now,
-        "consecutive_failures": 0,
-        "updated_at": now,
-    }
-    if not poll.period_start:
-        # A re-run is extra: it does not move the schedule.
-        values["next_poll_at"] = now + timedelta(minutes=source.interval_minutes)
-    BillingSource.objects.filter(pk=source.pk).update(**values)
-    source.refresh_from_db()
+    # A re-run is extra: it does not move the schedule.
+    polled_source_succeeded(source=source, now=now, reschedule=not poll.period_start)

@@ -48,7 +48,7 @@ SOURCE_POLL_MAX_RETRIES = 4
 
 @shared_task
 def billing_sources_poll_due() -> list[int]:
-    """Beat's tick (schedules.py): enqueue a poll for every billing source that is due."""
+    """Beat's tick (costsite/schedules.py): enqueue a poll for each billing source due."""
     source_ids = services_sources.billing_sources_claim_due()
     for source_id in source_ids:
         billing_source_poll_task.delay(source_id)

@@ -5,12 +5,13 @@ import copy
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from apps.accounts.guards import staff_only
 from apps.projects import services as project_services
 from apps.projects.models import AllocationRule, TagKeyAlias
 from costsite.htmx import redirect_after_save
@@ -22,12 +23,6 @@ from .models import AttributionRun
 
 PAGE = "billing/allocation/page.html"
 FORM = "billing/allocation/form.html"
-
-
-def _staff_only(request: HttpRequest) -> None:
-    # 404, never 403 (apps/accounts/selectors.py): one rule for every refusal.
-    if not request.user.is_staff:
-        raise Http404("No such page.")
 
 
 def _run_context(run: AttributionRun | None) -> dict:
@@ -82,14 +77,14 @@ def _change_form(
 
 
 @login_required
+@staff_only
 def allocation(request: HttpRequest) -> HttpResponse:
-    _staff_only(request)
     return _page(request)
 
 
 @login_required
+@staff_only
 def attribution_run_status(request: HttpRequest, attribution_run_pk: int) -> HttpResponse:
-    _staff_only(request)
     run = get_object_or_404(AttributionRun, pk=attribution_run_pk)
     if not request.htmx:
         return redirect(f"{reverse('allocation')}?run={run.pk}#reattribution")
@@ -105,8 +100,8 @@ def attribution_run_status(request: HttpRequest, attribution_run_pk: int) -> Htt
 
 @login_required
 @require_POST
+@staff_only
 def alias_create(request: HttpRequest) -> HttpResponse:
-    _staff_only(request)
     form = TagKeyAliasForm(request.POST)
     preview = None
     if form.is_valid():
@@ -130,8 +125,8 @@ def alias_create(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@staff_only
 def alias_edit(request: HttpRequest, alias_pk: int) -> HttpResponse:
-    _staff_only(request)
     alias = get_object_or_404(TagKeyAlias, pk=alias_pk)
     form = TagKeyAliasForm(request.POST or None, instance=copy.copy(alias))
     preview = None
@@ -160,8 +155,8 @@ def alias_edit(request: HttpRequest, alias_pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@staff_only
 def alias_delete(request: HttpRequest, alias_pk: int) -> HttpResponse:
-    _staff_only(request)
     alias = get_object_or_404(TagKeyAlias, pk=alias_pk)
     saved = project_services.tag_key_alias_delete(alias=alias, created_by=request.user)
     return _saved(request, f"Tag key alias “{alias.key}” deleted.", saved.run)
@@ -172,8 +167,8 @@ def alias_delete(request: HttpRequest, alias_pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@staff_only
 def rule_create(request: HttpRequest) -> HttpResponse:
-    _staff_only(request)
     form = AllocationRuleForm(request.POST)
     preview = None
     if form.is_valid():
@@ -195,8 +190,8 @@ def rule_create(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@staff_only
 def rule_edit(request: HttpRequest, rule_pk: int) -> HttpResponse:
-    _staff_only(request)
     rule = get_object_or_404(AllocationRule, pk=rule_pk)
     form = AllocationRuleForm(request.POST or None, instance=copy.copy(rule))
     preview = None
@@ -222,8 +217,8 @@ def rule_edit(request: HttpRequest, rule_pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@staff_only
 def rule_delete(request: HttpRequest, rule_pk: int) -> HttpResponse:
-    _staff_only(request)
     rule = get_object_or_404(AllocationRule, pk=rule_pk)
     saved = project_services.allocation_rule_delete(rule=rule, created_by=request.user)
     return _saved(request, f"Allocation rule “{rule.name}” deleted.", saved.run)

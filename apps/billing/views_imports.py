@@ -20,6 +20,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling, push_url
 
+from apps.accounts.guards import staff_only
 from costsite.htmx import redirect_after_save
 
 from . import selectors_imports as selectors
@@ -31,14 +32,7 @@ from .uploads import BillingUploadHandler, display_name_clean, limit_text
 RUNS_PER_PAGE = 25
 
 
-def _staff_only(request: HttpRequest) -> None:
-    # 404, never 403 (apps/accounts/selectors.py): one rule for every refusal.
-    if not request.user.is_staff:
-        raise Http404("No such page.")
-
-
 def _run(request: HttpRequest, run_pk: int) -> ImportRun:
-    _staff_only(request)
     try:
         return selectors.import_run_get(pk=run_pk)
     except ImportRun.DoesNotExist:
@@ -57,8 +51,8 @@ def _polled(request: HttpRequest, template: str, context: dict, *, done: bool) -
 
 @login_required
 @require_GET
+@staff_only
 def import_list(request: HttpRequest) -> HttpResponse:
-    _staff_only(request)
     filters = ImportFilterForm(request.GET)
     values = filters.values()
     page = Paginator(selectors.import_runs(**values), RUNS_PER_PAGE).get_page(
@@ -88,6 +82,7 @@ def import_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@staff_only
 def import_run_row(request: HttpRequest, run_pk: int) -> HttpResponse:
     """One row of the imports list, polled while its run is queued or running."""
     run = _run(request, run_pk)
@@ -104,6 +99,7 @@ def _detail_context(run: ImportRun) -> dict:
 
 @login_required
 @require_GET
+@staff_only
 def import_run_detail(request: HttpRequest, run_pk: int) -> HttpResponse:
     run = _run(request, run_pk)
     return render(request, "billing/imports/run_detail.html", _detail_context(run))
@@ -111,6 +107,7 @@ def import_run_detail(request: HttpRequest, run_pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
+@staff_only
 def import_run_progress(request: HttpRequest, run_pk: int) -> HttpResponse:
     """The run page's live part (progress, figures, and once done its deliveries or error)."""
     run = _run(request, run_pk)
@@ -125,11 +122,11 @@ def import_run_progress(request: HttpRequest, run_pk: int) -> HttpResponse:
 @login_required
 @csrf_exempt
 @require_http_methods(["GET", "POST"])
+@staff_only
 def import_upload(request: HttpRequest) -> HttpResponse:
     """The upload handler must be in place before anything reads the body, the CSRF check
     included: so this view is exempt and the one it calls checks the token (Django's
     documented way of changing upload handlers in a view)."""
-    _staff_only(request)
     if request.method != "POST":
         return _upload(request, None)
     handler = BillingUploadHandler(request)

@@ -5,11 +5,12 @@ import copy
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from apps.accounts.guards import staff_only
 from costsite.htmx import form_page, redirect_after_save
 
 from . import freshness, services_sources, tasks
@@ -17,14 +18,7 @@ from .forms_sources import BillingSourceForm, RerunForm
 from .models import BillingSource
 
 
-def _staff_only(request: HttpRequest) -> None:
-    # 404, never 403 (apps/accounts/selectors.py): one rule for every refusal.
-    if not request.user.is_staff:
-        raise Http404("No such page.")
-
-
 def _source(request: HttpRequest, source_pk: int) -> BillingSource:
-    _staff_only(request)
     return get_object_or_404(BillingSource, pk=source_pk)
 
 
@@ -39,8 +33,8 @@ def _list_context() -> dict:
 
 @login_required
 @require_GET
+@staff_only
 def source_list(request: HttpRequest) -> HttpResponse:
-    _staff_only(request)
     template = (
         "billing/sources/source_list.html#source-rows"
         if request.htmx
@@ -66,8 +60,8 @@ def _form_page(request: HttpRequest, form, *, title: str, submit: str) -> HttpRe
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@staff_only
 def source_create(request: HttpRequest) -> HttpResponse:
-    _staff_only(request)
     form = BillingSourceForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         source = services_sources.billing_source_create(**form.cleaned_data)
@@ -80,6 +74,7 @@ def source_create(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@staff_only
 def source_edit(request: HttpRequest, source_pk: int) -> HttpResponse:
     source = _source(request, source_pk)
     # The form fills its instance as it validates: a copy keeps `source` as saved, so that the
@@ -110,6 +105,7 @@ def _detail_context(source: BillingSource, rerun_form: RerunForm | None = None) 
 
 @login_required
 @require_GET
+@staff_only
 def source_detail(request: HttpRequest, source_pk: int) -> HttpResponse:
     source = _source(request, source_pk)
     template = (
@@ -122,6 +118,7 @@ def source_detail(request: HttpRequest, source_pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@staff_only
 def source_pause(request: HttpRequest, source_pk: int) -> HttpResponse:
     source = _source(request, source_pk)
     services_sources.billing_source_pause(source=source, paused=not source.is_paused)
@@ -134,6 +131,7 @@ def source_pause(request: HttpRequest, source_pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@staff_only
 def source_poll(request: HttpRequest, source_pk: int) -> HttpResponse:
     source = _source(request, source_pk)
     tasks.billing_source_poll_task.delay_on_commit(
@@ -145,6 +143,7 @@ def source_poll(request: HttpRequest, source_pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@staff_only
 def source_rerun(request: HttpRequest, source_pk: int) -> HttpResponse:
     source = _source(request, source_pk)
     form = RerunForm(request.POST)

@@ -8,6 +8,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from costsite.polling import PolledSource
+
 
 def validate_http_url(value: str) -> None:
     parts = urlsplit(value)
@@ -17,7 +19,7 @@ def validate_http_url(value: str) -> None:
         )
 
 
-class MetricSource(models.Model):
+class MetricSource(PolledSource):
     """An endpoint costsite polls on a schedule: a dcgm-exporter to scrape or a Prometheus to pull.
 
     `next_poll_at` is claimed by the dispatcher task with a conditional UPDATE, so two beat ticks
@@ -25,14 +27,11 @@ class MetricSource(models.Model):
     so a pull after an outage starts where the last good one stopped and nothing is lost.
     """
 
+    INTERVAL_FIELD = "interval_seconds"
+
     class Kind(models.TextChoices):
         DCGM = "dcgm", "dcgm-exporter scrape"
         PROMETHEUS = "prometheus", "Prometheus query_range pull"
-
-    class Health(models.TextChoices):
-        UNKNOWN = "unknown", "Not polled yet"
-        HEALTHY = "healthy", "Healthy"
-        UNHEALTHY = "unhealthy", "Unhealthy"
 
     name = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -67,22 +66,10 @@ class MetricSource(models.Model):
         help_text="Prometheus only: how far back the first pull reaches. Later pulls start where "
         "the previous one ended.",
     )
-    is_paused = models.BooleanField(default=False)
-
-    health = models.CharField(max_length=20, choices=Health.choices, default=Health.UNKNOWN)
-    last_error = models.TextField(blank=True)
-    consecutive_failures = models.PositiveIntegerField(default=0)
-    last_attempt_at = models.DateTimeField(null=True, blank=True)
-    last_success_at = models.DateTimeField(null=True, blank=True)
-    last_failure_at = models.DateTimeField(null=True, blank=True)
     last_samples = models.PositiveIntegerField(
         default=0, help_text="Samples the last successful poll counted."
     )
-    next_poll_at = models.DateTimeField(null=True, blank=True)
     pulled_until = models.DateTimeField(null=True, blank=True)
-
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
@@ -255,6 +242,11 @@ class MetricImport(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Last sign of life of the process running it; a stale one may be claimed again.",
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

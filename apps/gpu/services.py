@@ -2,9 +2,11 @@
 
 import contextlib
 import json
+import logging
 import os
 import re
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -15,21 +17,31 @@ from decimal import Decimal
 from typing import BinaryIO
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.models import Organization
 from apps.projects.ports import spend_data_changed
+from costsite.polling import (
+    STALE_AFTER,
+    polled_source_failed,
+    polled_source_succeeded,
+    polled_sources_claim_due,
+)
 
 from .formats import FORMATS, GpuInfo, GpuMetricsError, ParseContext, detect_format, parse
 from .models import Gpu, GpuHour, HostMapping, MetricImport, MetricSource
 from .rollup import HourRow, RollupBuilder
+
+logger = logging.getLogger(__name__)
 
 # One PostgreSQL advisory lock for every write to the GPU rollup: an import reads the GPU-hours it
 # merges into, so two imports touching the same hour at once would each miss the other's samples.
 # Imports are short (a scrape is milliseconds, a week of 64 GPUs a few seconds), so one lock is
 # simpler than locking per GPU and costs nothing a person would notice.
 ROLLUP_LOCK = 0x67707531
+# A loading import beats this often, well inside STALE_AFTER.
+HEARTBEAT_EVERY_SECONDS = 5.0
 
 # Metrics a Prometheus pull asks for, in order. Each response is one metric, as the importer
 # reads it; the rollup prefers the engine-active ratio over GPU_UTIL wherever both exist.
@@ -277,11 +289,13 @@ def _lock_rollup() -> None:
 
 
 @transaction.atomic
-def gpu_metrics_load(*, inputs: list[MetricInput]) -> ImportOutcome:
+def gpu_metrics_load(
+    *, inputs: list[MetricInput], beat: Callable[[], None] | None = None
+) -> ImportOutcome:
     """Parse `inputs` and merge them into the hourly rollup as one unit: all or nothing.
 
     Raises GpuMetricsError (naming the file, and the line where it can) on bad input; nothing of
-    the unit is then written.
+    the unit is then written. `beat` is called after every parsed batch (an import's heartbeat).
     """
     _lock_rollup()
     threshold = Organization.get().idle_threshold_percent
@@ -304,6 +318,8 @@ def gpu_metrics_load(*, inputs: list[MetricInput]) -> ImportOutcome:
         with item.open() as stream:
             for batch in parse(item.format, stream, context=context):
                 builder.add(batch)
+                if beat is not None:
+                    beat()
         outcome.formats.append(item.format)
     builder.flush()
     resolver.save_seen()
@@ -357,12 +373,58 @@ def _detect_file_format(path: str) -> str:
     return fmt
 
 
+class _MetricImportBeat:
+    """An import's sign of life while it loads, at most every HEARTBEAT_EVERY_SECONDS.
+
+    Through the `progress` connection on PostgreSQL, which commits at once: the load runs in one
+    transaction, and a heartbeat written inside it would not be seen by another worker until the
+    end. Advice only: a beat that fails never fails the import."""
+
+    def __init__(self, metric_import: MetricImport):
+        self.pk = metric_import.pk
+        self.last = time.monotonic()  # the claim has just beaten
+
+    def __call__(self) -> None:
+        moment = time.monotonic()
+        if moment - self.last < HEARTBEAT_EVERY_SECONDS:
+            return
+        self.last = moment
+        alias = "progress" if connection.vendor == "postgresql" else "default"
+        try:
+            MetricImport.objects.using(alias).filter(pk=self.pk).update(heartbeat_at=timezone.now())
+        except Exception:
+            logger.warning("GPU metrics import %s: heartbeat not written", self.pk, exc_info=True)
+
+
 def metric_import_execute(*, metric_import: MetricImport) -> MetricImport:
     """Run a queued import. Claimed with a conditional UPDATE, so a retried task never runs it
-    twice; ends succeeded, unchanged (every sample was counted already) or failed."""
-    claimed = MetricImport.objects.filter(
-        pk=metric_import.pk, status=MetricImport.Status.QUEUED
-    ).update(status=MetricImport.Status.RUNNING, started_at=timezone.now())
+    twice; ends succeeded, unchanged (every sample was counted already) or failed.
+
+    As billing's runs: a running import whose process stopped beating (a worker killed mid-run,
+    its message redelivered) is claimed again. Its samples, if any were stored, are counted once
+    (the rollup keeps what each hour has seen), so the second run ends unchanged or adds the
+    rest."""
+    now = timezone.now()
+    claimed = (
+        MetricImport.objects.filter(pk=metric_import.pk)
+        .filter(
+            Q(status=MetricImport.Status.QUEUED)
+            | Q(status=MetricImport.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
+            # Running since before imports had a heartbeat: judged by when it started.
+            | Q(
+                status=MetricImport.Status.RUNNING,
+                heartbeat_at__isnull=True,
+                started_at__lt=now - STALE_AFTER,
+            )
+        )
+        .update(
+            status=MetricImport.Status.RUNNING,
+            started_at=now,
+            heartbeat_at=now,
+            finished_at=None,
+            error="",
+        )
+    )
     metric_import.refresh_from_db()
     if not claimed:
         return metric_import
@@ -385,7 +447,8 @@ def metric_import_execute(*, metric_import: MetricImport) -> MetricImport:
                     time_zone=metric_import.time_zone or Organization.get().time_zone,
                     taken_at=taken_at,
                 )
-            ]
+            ],
+            beat=_MetricImportBeat(metric_import),
         )
     except (GpuMetricsError, OSError) as exc:
         metric_import.status = MetricImport.Status.FAILED
@@ -467,22 +530,8 @@ def retry_delay(*, failures: int) -> int:
 
 
 def metric_sources_claim_due(*, now: datetime | None = None) -> list[int]:
-    """Ids of the sources due for a poll, each claimed by moving its next poll on (a conditional
-    UPDATE, so that two dispatchers never claim a source twice)."""
-    now = now or timezone.now()
-    claimed = []
-    due = MetricSource.objects.filter(is_paused=False).filter(
-        Q(next_poll_at__isnull=True) | Q(next_poll_at__lte=now)
-    )
-    for source_id, next_poll_at, interval in due.values_list(
-        "pk", "next_poll_at", "interval_seconds"
-    ):
-        updated = MetricSource.objects.filter(pk=source_id, next_poll_at=next_poll_at).update(
-            next_poll_at=now + timedelta(seconds=interval)
-        )
-        if updated:
-            claimed.append(source_id)
-    return claimed
+    """Ids of the sources due for a poll, each claimed (costsite/polling.py)."""
+    return polled_sources_claim_due(model=MetricSource, now=now)
 
 
 def metric_source_poll(*, source: MetricSource, now: datetime | None = None) -> int:
@@ -500,30 +549,14 @@ def metric_source_poll(*, source: MetricSource, now: datetime | None = None) -> 
         else:
             samples = _pull(source=source, now=now)
     except (MetricSourceError, GpuMetricsError) as exc:
-        failures = source.consecutive_failures + 1
-        MetricSource.objects.filter(pk=source.pk).update(
-            health=MetricSource.Health.UNHEALTHY,
-            last_error=str(exc),
-            last_failure_at=now,
-            consecutive_failures=F("consecutive_failures") + 1,
-            # The task retries after retry_delay; the schedule waits an interval past that, so the
-            # two never poll a down target at once.
-            next_poll_at=now
-            + timedelta(seconds=retry_delay(failures=failures) + source.interval_seconds),
-            updated_at=now,
+        polled_source_failed(
+            source=source,
+            error=str(exc),
+            now=now,
+            retry_seconds=retry_delay(failures=source.consecutive_failures + 1),
         )
-        source.refresh_from_db()
         raise MetricSourceError(str(exc)) from exc
-    MetricSource.objects.filter(pk=source.pk).update(
-        health=MetricSource.Health.HEALTHY,
-        last_error="",
-        last_success_at=now,
-        consecutive_failures=0,
-        last_samples=samples,
-        next_poll_at=now + timedelta(seconds=source.interval_seconds),
-        updated_at=now,
-    )
-    source.refresh_from_db()
+    polled_source_succeeded(source=source, now=now, last_samples=samples)
     return samples
 
 

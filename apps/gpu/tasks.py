@@ -10,7 +10,7 @@ POLL_MAX_RETRIES = 4
 
 @shared_task
 def metric_sources_poll_due() -> list[int]:
-    """Beat's tick (schedules.py): enqueue a poll for every source that is due."""
+    """Beat's tick (costsite/schedules.py): enqueue a poll for every source that is due."""
     source_ids = services.metric_sources_claim_due()
     for source_id in source_ids:
         metric_source_poll_task.delay(source_id)

@@ -3,12 +3,13 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from apps.accounts.guards import staff_only, staff_or_lead_only
 from apps.accounts.models import Organization
 from apps.insights.models import InsightsSettings
 from apps.insights.selectors import findings_section, idle_gpu_dollars
@@ -39,12 +40,6 @@ def _period_days(request: HttpRequest, default: int = DEFAULT_PERIOD) -> int:
     except ValueError:
         return default
     return days if days in PERIODS else default
-
-
-def _staff_only(request: HttpRequest) -> None:
-    # 404, never 403 (apps/accounts/selectors.py): one rule for every refusal.
-    if not request.user.is_staff:
-        raise Http404("No such page.")
 
 
 def _gpu_columns(sort: str) -> list[dict]:
@@ -124,9 +119,8 @@ def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
 
 
 @login_required
+@staff_or_lead_only
 def source_list(request: HttpRequest) -> HttpResponse:
-    if not selectors.can_see_sources(user=request.user):
-        raise Http404("No such page.")
     template = "gpu/source_list.html#source-rows" if request.htmx else "gpu/source_list.html"
     return render(request, template, {"sources": selectors.metric_sources()})
 
@@ -146,8 +140,8 @@ def _source_form_page(request: HttpRequest, form, *, title: str, submit: str) ->
 
 
 @login_required
+@staff_only
 def source_create(request: HttpRequest) -> HttpResponse:
-    _staff_only(request)
     form = MetricSourceForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         values = dict(form.cleaned_data)
@@ -163,8 +157,8 @@ def source_create(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@staff_only
 def source_edit(request: HttpRequest, source_pk: int) -> HttpResponse:
-    _staff_only(request)
     source = get_object_or_404(MetricSource, pk=source_pk)
     form = MetricSourceForm(request.POST or None, instance=copy.copy(source))
     if request.method == "POST" and form.is_valid():
@@ -180,8 +174,8 @@ def source_edit(request: HttpRequest, source_pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@staff_only
 def source_pause(request: HttpRequest, source_pk: int) -> HttpResponse:
-    _staff_only(request)
     source = get_object_or_404(MetricSource, pk=source_pk)
     services.metric_source_pause(source=source, paused=not source.is_paused)
     if request.htmx:
@@ -195,8 +189,8 @@ def source_pause(request: HttpRequest, source_pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@staff_only
 def source_poll(request: HttpRequest, source_pk: int) -> HttpResponse:
-    _staff_only(request)
     source = get_object_or_404(MetricSource, pk=source_pk)
     tasks.metric_source_poll_task.delay_on_commit(source.pk)
     messages.success(request, f"A poll of “{source.name}” is queued.")
@@ -207,9 +201,8 @@ def source_poll(request: HttpRequest, source_pk: int) -> HttpResponse:
 
 
 @login_required
+@staff_or_lead_only
 def host_mapping_list(request: HttpRequest) -> HttpResponse:
-    if not selectors.can_map_hosts(user=request.user):
-        raise Http404("No such page.")
     form = HostMappingForm(request.POST or None, initial={"host": request.GET.get("host", "")})
     if request.method == "POST" and form.is_valid():
         mapping = services.host_mapping_create(created_by=request.user, **form.cleaned_data)

@@ -9,7 +9,7 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
-from apps.billing import services
+from apps.billing import reattribution, services
 from apps.billing.models import AttributionRun
 from apps.billing.services import attribution_run_execute, attribution_schedule
 from apps.billing.tasks import attribution_refresh_task
@@ -161,7 +161,7 @@ def test_progress_is_visible_to_another_connection_while_a_delivery_is_open(
     TagKeyAlias.objects.create(dimension="project", key="team-project")
     run = attribution_schedule()
     seen = []
-    real = services._reattribute
+    real = reattribution._reattribute
 
     def watching(lines, attributor, days, moves=None):
         changed = real(lines, attributor, days, moves)
@@ -170,8 +170,8 @@ def test_progress_is_visible_to_another_connection_while_a_delivery_is_open(
         seen.append((row.status, row.deliveries_total, row.deliveries_done))
         return changed
 
-    monkeypatch.setattr(services, "_reattribute", watching)
-    monkeypatch.setattr(services, "PROGRESS_EVERY_SECONDS", 0)
+    monkeypatch.setattr(reattribution, "_reattribute", watching)
+    monkeypatch.setattr(reattribution, "PROGRESS_EVERY_SECONDS", 0)
 
     run = attribution_run_execute(attribution_run=run)
 

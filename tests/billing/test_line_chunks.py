@@ -8,15 +8,10 @@ import pytest
 from django.db import connection
 from django.db.models import JSONField, Q, Value
 
-from apps.billing import services
+from apps.billing import reattribution
 from apps.billing.models import CostLineItem, Delivery
-from apps.billing.services import (
-    DRY_RUN_COLUMNS,
-    _copy_chunk,
-    _line_chunks,
-    _orm_chunk,
-    attribution_refresh,
-)
+from apps.billing.reattribution import DRY_RUN_COLUMNS, _copy_chunk, _line_chunks, _orm_chunk
+from apps.billing.services import attribution_refresh
 from apps.experiments.models import ExperimentResource
 
 from .conftest import COLUMNS, focus_line, run_import, when, write_focus
@@ -97,7 +92,7 @@ def assert_same(by_orm: list[pa.Table], by_copy: list[pa.Table]) -> None:
 
 
 def test_postgresql_reads_by_copy():
-    assert services._chunk_reader() is _copy_chunk
+    assert reattribution._chunk_reader() is _copy_chunk
 
 
 def test_every_column_is_the_same_by_copy_and_by_the_orm(delivery):
@@ -143,7 +138,7 @@ def test_every_column_is_the_same_by_copy_and_by_the_orm(delivery):
 def test_a_source_rows_parts_are_never_split_across_chunks(delivery, monkeypatch, size):
     attribution_refresh()  # the shared lines' parts are written again, at the end of the ids
     delivery.refresh_from_db()
-    monkeypatch.setattr(services, "REFRESH_CHUNK", size)
+    monkeypatch.setattr(reattribution, "REFRESH_CHUNK", size)
 
     by_orm, by_copy = both(delivery, None, None, None)
 
@@ -156,7 +151,7 @@ def test_a_source_rows_parts_are_never_split_across_chunks(delivery, monkeypatch
 
 
 def test_the_window_keys_narrowing_and_dry_run_columns_are_the_same(delivery, monkeypatch):
-    monkeypatch.setattr(services, "REFRESH_CHUNK", 2)
+    monkeypatch.setattr(reattribution, "REFRESH_CHUNK", 2)
     start, end = when("2025-01-03T00:00:00"), when("2025-01-21T00:00:00")
 
     def narrow(lines):

@@ -273,7 +273,8 @@ def heard(monkeypatch) -> list[tuple]:
     port = Port("spend data changed")
     heard: list[tuple] = []
     port.register(lambda *, start, end, reason: heard.append((start, end, reason)))
-    monkeypatch.setattr("apps.billing.services.spend_data_changed", port)
+    monkeypatch.setattr("apps.billing.importing.spend_data_changed", port)
+    monkeypatch.setattr("apps.billing.reattribution.spend_data_changed", port)
     return heard
 
 

@@ -5,7 +5,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from apps.billing import services
+from apps.billing import importing
 from apps.billing.models import ImportRun
 from tests.celery_worker import _database_url
 
@@ -18,9 +18,9 @@ def test_progress_is_visible_to_another_connection_before_the_load_commits(
     acme, tmp_path, settings, monkeypatch
 ):
     settings.BILLING_IMPORT_BATCH_ROWS = 5
-    monkeypatch.setattr(services, "PROGRESS_EVERY_SECONDS", 0)
+    monkeypatch.setattr(importing, "PROGRESS_EVERY_SECONDS", 0)
     seen = []
-    original = services._Importer._progress
+    original = importing._Importer._progress
 
     def progress_then_look(self, source, *, force=False):
         original(self, source, force=force)
@@ -32,7 +32,7 @@ def test_progress_is_visible_to_another_connection_before_the_load_commits(
             loaded = other.execute("SELECT count(*) FROM billing_costlineitem").fetchone()[0]
         seen.append((rows_done, rows_total is not None, status, loaded))
 
-    monkeypatch.setattr(services._Importer, "_progress", progress_then_look)
+    monkeypatch.setattr(importing._Importer, "_progress", progress_then_look)
     path = write_focus(tmp_path / "many.csv", [focus_line(ResourceId=f"i-{n}") for n in range(60)])
 
     run = run_import(path)

@@ -3,12 +3,18 @@
 import io
 import json
 import os
+from datetime import timedelta
 
+import psycopg
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.utils import timezone
 
 from apps.gpu import services, tasks
 from apps.gpu.models import Gpu, GpuHour, MetricImport
+from costsite.polling import STALE_AFTER
+from tests.celery_worker import _database_url
 
 from .helpers import at, hour_values
 
@@ -196,3 +202,67 @@ def test_the_import_task_runs_a_queued_import_once(organization, write):
     assert metric_import.finished_at == finished
     assert metric_import.samples == 3
     assert GpuHour.objects.filter(gpu__uuid="GPU-cmd-1").count() == 2
+
+
+def test_a_running_import_whose_worker_stopped_beating_is_claimed_again(organization, write):
+    """A worker killed mid-import leaves it running; the redelivered task claims it again once
+    its heartbeat is older than STALE_AFTER, and runs it to the end."""
+    path = write("gpus.csv", SMI)
+    metric_import = services.metric_import_create(path=str(path), host="box-1")
+    killed_at = timezone.now() - STALE_AFTER - timedelta(seconds=1)
+    MetricImport.objects.filter(pk=metric_import.pk).update(
+        status=MetricImport.Status.RUNNING, started_at=killed_at, heartbeat_at=killed_at
+    )
+
+    assert tasks.metric_import_execute_task.apply(args=[metric_import.pk]).get() == "succeeded"
+    metric_import.refresh_from_db()
+    assert metric_import.samples == 3
+    assert metric_import.heartbeat_at > killed_at
+    assert GpuHour.objects.filter(gpu__uuid="GPU-cmd-1").count() == 2
+
+
+def test_a_running_import_with_a_fresh_heartbeat_is_left_to_its_worker(organization, write):
+    path = write("gpus.csv", SMI)
+    metric_import = services.metric_import_create(path=str(path), host="box-1")
+    beat = timezone.now() - STALE_AFTER + timedelta(seconds=30)
+    MetricImport.objects.filter(pk=metric_import.pk).update(
+        status=MetricImport.Status.RUNNING, started_at=beat, heartbeat_at=beat
+    )
+
+    assert tasks.metric_import_execute_task.apply(args=[metric_import.pk]).get() == "running"
+    metric_import.refresh_from_db()
+    assert (metric_import.samples, metric_import.finished_at) == (0, None)
+    assert GpuHour.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "progress"])
+def test_a_loading_import_beats_where_another_worker_sees_it(organization, write, monkeypatch):
+    """The heartbeat commits at once, while the load's own transaction is still open."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has one writer at a time: the beat goes through the load's connection")
+    path = write("gpus.csv", SMI)
+    metric_import = services.metric_import_create(path=str(path), host="box-1")
+    monkeypatch.setattr(services, "HEARTBEAT_EVERY_SECONDS", 0)
+    seen = []
+    real_beat = services._MetricImportBeat.__call__
+
+    def beat_and_look(self):
+        real_beat(self)
+        # From a connection of its own, as a worker claiming stale imports would look.
+        with psycopg.connect(_database_url(connection.settings_dict)) as other:
+            seen.append(
+                other.execute(
+                    "SELECT heartbeat_at, status FROM gpu_metricimport WHERE id = %s",
+                    [metric_import.pk],
+                ).fetchone()
+            )
+
+    monkeypatch.setattr(services._MetricImportBeat, "__call__", beat_and_look)
+    services.metric_import_execute(metric_import=metric_import)
+
+    metric_import.refresh_from_db()
+    assert metric_import.status == "succeeded"
+    assert len(seen) >= 1
+    heartbeat_at, status = seen[-1]
+    assert status == "running"
+    assert metric_import.started_at < heartbeat_at < metric_import.finished_at

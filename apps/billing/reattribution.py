@@ -1,0 +1,481 @@
+"""The re-attribution engine: lines read again in chunks, attributed again, the ones that
+changed owner written back, their rollups rebuilt; and what a change would move (dry run)."""
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+import psycopg
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+from django.db import connection
+from django.db.models import TextField
+from django.db.models.functions import Cast, Lower
+from django.utils import timezone
+
+from apps.projects.ports import spend_data_changed
+
+from .attribution import ATTRIBUTION_COLUMNS, SPLIT_COLUMNS, Attributor
+from .loader import (
+    LINE_COLUMNS,
+    LineSink,
+    copy_table,
+    line_days,
+    monthly_rebuild,
+    rollups_rebuild,
+)
+from .models import (
+    AttributionRun,
+    CostLineItem,
+    Delivery,
+)
+from .normalise import DEC, TS
+from .runs import PROGRESS_EVERY_SECONDS, _counts, _day_start, _last_line_id, money_text
+
+logger = logging.getLogger(__name__)
+
+REFRESH_CHUNK = 20_000
+# The preview and a run's summary show the last days apart from the whole history.
+RECENT_DAYS = 30
+
+
+@dataclass
+class Moves:
+    """Spend that changes owner, both ways: `from` the owner a line had, `to` the one it gets
+    (project, experiment, deployment), per currency, with the last RECENT_DAYS apart.
+
+    A line split between several runs counts once per part, with the part's amount: the parts
+    add up exactly to the line, so both directions have the same total.
+    """
+
+    since: datetime = field(default_factory=lambda: timezone.now() - timedelta(days=RECENT_DAYS))
+    lines: int = 0
+    rows: dict[tuple, list] = field(default_factory=dict)
+
+    def add(self, direction: str, parts: pa.Table, prefix: str = "") -> None:
+        if not parts.num_rows:
+            return
+        keys = [f"{prefix}project_id", f"{prefix}experiment_id", f"{prefix}deployment_id"]
+        table = pa.table(
+            {
+                "project_id": parts[keys[0]],
+                "experiment_id": parts[keys[1]],
+                "deployment_id": parts[keys[2]],
+                "currency": parts["billing_currency"],
+                "recent": pc.greater_equal(
+                    parts["charge_period_start"],
+                    pa.scalar(self.since, parts["charge_period_start"].type),
+                ),
+                "amount": parts["effective_cost"],
+            }
+        )
+        grouped = table.group_by(
+            ["project_id", "experiment_id", "deployment_id", "currency", "recent"]
+        ).aggregate([("amount", "sum"), ([], "count_all")])
+        for item in grouped.to_pylist():
+            key = (
+                direction,
+                item["project_id"],
+                item["experiment_id"],
+                item["deployment_id"],
+                item["currency"],
+            )
+            row = self.rows.setdefault(key, [Decimal(0), Decimal(0), 0])
+            amount = item["amount_sum"] or Decimal(0)
+            row[0] += amount
+            if item["recent"]:
+                row[1] += amount
+            row[2] += item["count_all"]
+
+    def as_json(self) -> list[dict]:
+        return [
+            {
+                "direction": direction,
+                "project_id": project_id,
+                "experiment_id": experiment_id,
+                "deployment_id": deployment_id,
+                "currency": currency,
+                "amount": money_text(amount),
+                "recent": money_text(recent),
+                "lines": lines,
+            }
+            for (direction, project_id, experiment_id, deployment_id, currency), (
+                amount,
+                recent,
+                lines,
+            ) in sorted(self.rows.items(), key=lambda item: tuple(str(k) for k in item[0]))
+        ]
+
+
+class _RunProgress:
+    """A run's progress, written where a page sees it at once.
+
+    Through the `progress` connection, which commits at once, so a page can poll a run while a
+    delivery's transaction is open; the run's row is never written by this process's main
+    connection meanwhile, so the two never wait on each other. On SQLite (one writer at a time),
+    or when the caller holds a transaction of its own (the claim's row lock would block the other
+    connection), it goes through the main connection instead.
+    """
+
+    def __init__(self, run: AttributionRun | None):
+        self.run = run
+        self.alias = "default"
+        if connection.vendor == "postgresql" and not connection.in_atomic_block:
+            self.alias = "progress"
+        self._last = 0.0
+
+    def write(self, *, force: bool = False, **values) -> None:
+        if self.run is None:
+            return
+        moment = time.monotonic()
+        if not force and moment - self._last < PROGRESS_EVERY_SECONDS:
+            return
+        self._last = moment
+        values["heartbeat_at"] = timezone.now()
+        rows = AttributionRun.objects.using(self.alias).filter(pk=self.run.pk)
+        if self.alias == "default":
+            rows.update(**values)
+            return
+        try:
+            rows.update(**values)
+        except Exception:  # progress is advice: never let it fail the re-attribution
+            logger.warning("attribution run %s: progress not written", self.run.pk, exc_info=True)
+
+
+def _refresh_delivery(
+    delivery_id: int,
+    first,
+    last,
+    keys: list[str] | None,
+    attributor: Attributor,
+    moves: Moves | None,
+    progress: _RunProgress,
+    changed_before: int,
+) -> int:
+    start = _day_start(first)
+    end = _day_start(last) + timedelta(days=1)
+    days: set = set()
+    changed = 0
+    delivery = Delivery.objects.get(pk=delivery_id)
+    for chunk in _line_chunks(delivery, start, end, keys):
+        changed += _reattribute(chunk, attributor, days, moves)
+        progress.write(lines_changed=changed_before + changed)
+    # Parts written again have new ids: the delivery's range must cover them.
+    Delivery.objects.filter(pk=delivery_id).update(last_line_id=_last_line_id())
+    if days:
+        rollups_rebuild(
+            delivery_id=delivery_id,
+            start=_day_start(min(days)),
+            end=_day_start(max(days)) + timedelta(days=1),
+        )
+        monthly_rebuild(delivery_id=delivery_id)
+        spend_data_changed.announce(
+            start=_day_start(min(days)).date(),
+            end=(_day_start(max(days)) + timedelta(days=1)).date(),
+            reason="reattribution",
+        )
+    return changed
+
+
+# What a dry run reads of each line: what attribution looks at, the money, the attribution.
+DRY_RUN_COLUMNS = [
+    "id",
+    "delivery_id",
+    "source_row",
+    "billing_account_id",
+    "sub_account_id",
+    "service_name",
+    "resource_id",
+    "charge_period_start",
+    "charge_period_end",
+    "billing_currency",
+    "cost_kind",
+    "tags",
+    *SPLIT_COLUMNS,
+    *ATTRIBUTION_COLUMNS,
+]
+
+
+def _arrow_types() -> dict[str, pa.DataType]:
+    types = {"id": pa.int64()}
+    for f in CostLineItem._meta.concrete_fields:
+        kind = f.get_internal_type()
+        types[f.column] = {
+            "DecimalField": DEC,
+            "DateTimeField": TS,
+            "BigIntegerField": pa.int64(),
+            "BigAutoField": pa.int64(),
+            "ForeignKey": pa.int64(),
+            "PositiveIntegerField": pa.int32(),
+        }.get(kind, pa.string())
+    return types
+
+
+JSON_COLUMNS = ("tags", "extra")
+
+
+def _line_chunks(
+    delivery: Delivery,
+    start: datetime | None,
+    end: datetime | None,
+    keys: list[str] | None,
+    *,
+    narrow=None,
+    names: list[str] | None = None,
+    read=None,
+):
+    """The delivery's lines in the window (all when None) as Arrow tables, in id order, every
+    part of a source row in the same chunk (a shared line's parts have adjacent ids).
+
+    Each chunk is one query of at most REFRESH_CHUNK lines after the last id of the one before;
+    `read` turns that query into a table (`_chunk_reader()`: COPY on PostgreSQL, the ORM
+    elsewhere; both give the same table)."""
+    read = read or _chunk_reader()
+    names = names or ["id", *LINE_COLUMNS]
+    lines = CostLineItem.objects.of_delivery(delivery)
+    if start is not None:
+        lines = lines.filter(charge_period_start__gte=start, charge_period_start__lt=end)
+    if keys is not None:
+        lines = lines.annotate(key=Lower("resource_id")).filter(key__in=keys)
+    if narrow is not None:
+        lines = narrow(lines)
+    after = None
+    while True:
+        page = lines if after is None else lines.filter(id__gt=after)
+        table = read(page.order_by("id")[:REFRESH_CHUNK], names)
+        if not table.num_rows:
+            return
+        complete = table.num_rows < REFRESH_CHUNK
+        if not complete:
+            # The last source row's parts may go on in the next page: they start it instead.
+            last = table["source_row"][-1]
+            whole = table.filter(pc.not_equal(table["source_row"], last))
+            if whole.num_rows:
+                table = whole
+        after = table["id"][-1].as_py()
+        yield table
+        if complete:
+            return
+
+
+def _chunk_reader():
+    return _copy_chunk if connection.vendor == "postgresql" else _orm_chunk
+
+
+def _orm_chunk(page, names: list[str]) -> pa.Table:
+    """One page of lines through the ORM (Python objects per value): the portable path."""
+    types = _arrow_types()
+    rows = list(page.values_list(*names))
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+    arrays = []
+    for name, values in zip(names, columns, strict=True):
+        if name in JSON_COLUMNS:
+            values = [json.dumps(v) if v else None for v in values]
+        arrays.append(pa.array(values, types[name]))
+    return pa.table(arrays, names=names)
+
+
+# jsonb's text is what json.dumps writes of the value the ORM reads, except for numbers (a float
+# parsed and written again: 1.50 is 1.5), characters outside printable ASCII (json.dumps escapes
+# them) and a value that is not an object; a text that may hold one of these (a string that
+# merely looks like it too) goes through json as the ORM's path does.
+_JSON_REDO = r"[^\x20-\x7e]|(: |\[|, )-?[0-9]|^[^{]"
+
+
+def _copy_chunk(page, names: list[str]) -> pa.Table:
+    """One page of lines by `COPY (SELECT ...) TO STDOUT` in CSV, parsed by Arrow: no Python
+    object per value. The SELECT is the queryset's own, with the JSON columns as jsonb's text."""
+    types = _arrow_types()
+    fields = [f"copy_{name}" if name in JSON_COLUMNS else name for name in names]
+    texts = {f"copy_{name}": Cast(name, TextField()) for name in JSON_COLUMNS if name in names}
+    query = page.annotate(**texts).values_list(*fields).query
+    sql, params = query.sql_with_params()
+    data = bytearray()
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        statement = psycopg.ClientCursor(raw.connection).mogrify(sql, params)
+        with raw.copy(f"COPY ({statement}) TO STDOUT WITH (FORMAT csv)") as copy:
+            while block := copy.read():
+                data += block
+    column_types = {name: types[name] for name in names}
+    if not data:
+        return pa.schema(column_types.items()).empty_table()
+    table = pcsv.read_csv(
+        pa.py_buffer(data),
+        read_options=pcsv.ReadOptions(column_names=names, block_size=1 << 24),
+        parse_options=pcsv.ParseOptions(newlines_in_values=True),
+        convert_options=pcsv.ConvertOptions(
+            column_types=column_types,
+            null_values=[""],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+    table = table.combine_chunks()
+    for name in JSON_COLUMNS:
+        if name in names:
+            at = names.index(name)
+            table = table.set_column(at, name, _json_texts(table[name].combine_chunks()))
+    return table
+
+
+def _json_texts(texts: pa.Array) -> pa.Array:
+    """jsonb's text of a JSON column as the ORM's path has it: json.dumps of the value, None for
+    an empty one."""
+    texts = pc.if_else(pc.equal(texts, "{}"), pa.scalar(None, pa.string()), texts)
+    redo = pc.fill_null(pc.match_substring_regex(texts, _JSON_REDO), False)
+    if not pc.any(redo).as_py():
+        return texts
+    values = texts.to_pylist()
+    for at in pc.indices_nonzero(redo).to_pylist():
+        value = json.loads(values[at])
+        values[at] = json.dumps(value) if value else None
+    return pa.array(values, pa.string())
+
+
+@dataclass
+class _Diff:
+    """One chunk attributed again: what to update in place, what to write again as new parts."""
+
+    old: pa.Table  # the chunk as stored, its attribution columns renamed old_*
+    fresh: pa.Table  # attributed again (a shared line as its parts)
+    update: pa.Table  # whole lines whose attribution changed
+    rewrite_rows: set[int]  # source rows whose parts change (split, merged or split anew)
+
+    @property
+    def changed_rows(self) -> set[int]:
+        return {*self.update["source_row"].to_pylist(), *self.rewrite_rows}
+
+
+OLD = {name: f"old_{name}" for name in ATTRIBUTION_COLUMNS}
+
+
+def _diff(lines: pa.Table, attributor: Attributor) -> _Diff:
+    lines = lines.rename_columns([OLD.get(n, n) for n in lines.column_names])
+    parts = _counts(lines["source_row"])
+    merged = _merge_parts(lines, {row for row, count in parts.items() if count > 1})
+    fresh = attributor.attribute(merged)
+    new_parts = _counts(fresh["source_row"])
+    same = pa.array([True] * fresh.num_rows, pa.bool_())
+    for name in ATTRIBUTION_COLUMNS:
+        equal = pc.equal(fresh[name], fresh[OLD[name]])
+        both_null = pc.and_(pc.is_null(fresh[name]), pc.is_null(fresh[OLD[name]]))
+        same = pc.and_(same, pc.or_(pc.fill_null(equal, False), both_null))
+    multi = {row for row, n in parts.items() if n > 1} | {
+        row for row, n in new_parts.items() if n > 1
+    }
+    multi_set = pa.array(sorted(multi), pa.int64())
+    rewrite_rows = multi
+    if multi:
+        # A line shared as before, by the same owners in the same shares, stays as it is.
+        before = _part_signatures(
+            lines.filter(pc.is_in(lines["source_row"], value_set=multi_set)), "old_"
+        )
+        after = _part_signatures(
+            fresh.filter(pc.is_in(fresh["source_row"], value_set=multi_set)), ""
+        )
+        rewrite_rows = {row for row in multi if before.get(row) != after.get(row)}
+    in_multi = pc.is_in(fresh["source_row"], value_set=multi_set)
+    update = fresh.filter(pc.and_(pc.invert(in_multi), pc.invert(same)))
+    return _Diff(old=lines, fresh=fresh, update=update, rewrite_rows=rewrite_rows)
+
+
+def _part_signatures(parts: pa.Table, prefix: str) -> dict[int, list]:
+    names = [prefix + name for name in ATTRIBUTION_COLUMNS]
+    out: dict[int, list] = {}
+    for item in parts.select(["source_row", *names, *SPLIT_COLUMNS]).to_pylist():
+        signature = tuple(str(item[n]) for n in (*names, *SPLIT_COLUMNS))
+        out.setdefault(item["source_row"], []).append(signature)
+    return {row: sorted(signatures) for row, signatures in out.items()}
+
+
+def _record_moves(diff: _Diff, moves: Moves | None) -> int:
+    """Add the chunk's changed lines to `moves`; returns how many source lines changed."""
+    changed = diff.changed_rows
+    if moves is not None and changed:
+        wanted = pa.array(sorted(changed), pa.int64())
+        moves.add(
+            "from", diff.old.filter(pc.is_in(diff.old["source_row"], value_set=wanted)), "old_"
+        )
+        moves.add("to", diff.fresh.filter(pc.is_in(diff.fresh["source_row"], value_set=wanted)))
+        moves.lines += len(changed)
+    return len(changed)
+
+
+def _reattribute(
+    lines: pa.Table, attributor: Attributor, days: set, moves: Moves | None = None
+) -> int:
+    """Attribute one chunk again and write what changed; returns the source lines changed."""
+    diff = _diff(lines, attributor)
+    update = diff.update
+    rewrite_rows = diff.rewrite_rows
+    if update.num_rows:
+        _update_attribution(update.select(["id", *ATTRIBUTION_UPDATE]))
+        days.update(line_days(update).to_pylist())
+    if rewrite_rows:
+        wanted = pa.array(sorted(rewrite_rows), pa.int64())
+        rewritten = diff.fresh.filter(pc.is_in(diff.fresh["source_row"], value_set=wanted))
+        old_parts = diff.old.filter(pc.is_in(diff.old["source_row"], value_set=wanted))[
+            "id"
+        ].to_pylist()
+        CostLineItem.objects.filter(id__in=old_parts).delete()
+        sink = LineSink.for_connection()
+        sink.write(rewritten)
+        sink.pause()
+        days.update(line_days(rewritten).to_pylist())
+    return _record_moves(diff, moves)
+
+
+ATTRIBUTION_UPDATE = ["project_id", "experiment_id", "deployment_id", "workload", "attributed_by"]
+
+
+def _update_attribution(changes: pa.Table) -> None:
+    """Write the new attribution of whole lines (columns `id` and ATTRIBUTION_UPDATE).
+
+    On PostgreSQL the changes are copied into a temporary table and applied by one UPDATE ...
+    FROM: one statement per line (executemany) was most of a re-attribution's time. The table
+    lives until the delivery's transaction ends."""
+    line_table = CostLineItem._meta.db_table
+    assignments = ", ".join(f"{name} = changed.{name}" for name in ATTRIBUTION_UPDATE)
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"UPDATE {line_table} SET {', '.join(f'{n} = %s' for n in ATTRIBUTION_UPDATE)} "
+                "WHERE id = %s",
+                [(*row[1:], row[0]) for row in zip(*changes.to_pydict().values(), strict=True)],
+            )
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMPORARY TABLE IF NOT EXISTS reattributed_lines (id bigint PRIMARY KEY, "
+            "project_id bigint, experiment_id bigint, deployment_id bigint, "
+            "workload varchar(20) NOT NULL, attributed_by varchar(10) NOT NULL) ON COMMIT DROP"
+        )
+        cursor.execute("TRUNCATE reattributed_lines")
+        copy_table("reattributed_lines", changes)
+        cursor.execute(
+            f"UPDATE {line_table} AS line SET {assignments} FROM reattributed_lines AS changed "
+            "WHERE line.id = changed.id"
+        )
+
+
+def _merge_parts(lines: pa.Table, rows: set[int]) -> pa.Table:
+    """Shared lines back as the one source line their parts add up to."""
+    if not rows:
+        return lines
+    selected = pc.is_in(lines["source_row"], value_set=pa.array(sorted(rows), pa.int64()))
+    merged: dict[int, dict] = {}
+    for part in lines.filter(selected).to_pylist():
+        line = merged.get(part["source_row"])
+        if line is None:
+            merged[part["source_row"]] = dict(part)
+            continue
+        for name in SPLIT_COLUMNS:
+            if part[name] is not None:
+                line[name] = (line[name] or Decimal(0)) + part[name]
+    whole = pa.Table.from_pylist(list(merged.values()), schema=lines.schema)
+    return pa.concat_tables([lines.filter(pc.invert(selected)), whole])

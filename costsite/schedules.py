@@ -1,0 +1,81 @@
+"""Every default schedule of the site, created in this one place and kept in the database by
+django-celery-beat, so an operator can change one in the admin without a deploy.
+
+`schedules_ensure` runs after every migrate (the post_migrate handler that apps.accounts, the
+ground floor, connects in its `ready()`): it creates the schedules that do not exist yet and
+never changes one an operator edited. A schedule names its task by its registered name, so this
+module imports no app.
+"""
+
+from django.db import DEFAULT_DB_ALIAS
+
+DEFAULT_SCHEDULES = [
+    {
+        # Every minute: find the billing sources whose next poll is due and enqueue one poll
+        # each. Each source keeps its own interval (an hour by default: clouds deliver a few
+        # times a day) and its back-off after failures in its row; this tick only decides who
+        # is due, so a source is polled at most a minute after it is due.
+        "name": "billing: poll due sources",
+        "task": "apps.billing.tasks.billing_sources_poll_due",
+        "every_seconds": 60,
+    },
+    {
+        # Every 15 seconds: find the metric sources whose next poll is due and enqueue one poll
+        # each. Every source keeps its own interval (and its back-off after failures) in its
+        # row; this tick only decides who is due, so a source is polled at most 15 s after it
+        # is due, which is finer than dcgm-exporter's own 30-second refresh.
+        "name": "gpu: poll due metric sources",
+        "task": "apps.gpu.tasks.metric_sources_poll_due",
+        "every_seconds": 15,
+    },
+    {
+        # Nightly at 03:30 UTC: recompute every finding over all the data. Imports already
+        # recompute their own period (the "spend data changed" port); the nightly pass wakes
+        # snoozes that ran out and catches what no import announced (a GPU mapping edited).
+        "name": "insights: recompute findings nightly",
+        "task": "apps.insights.tasks.findings_recompute_task",
+        "crontab": {"minute": "30", "hour": "3"},
+    },
+]
+
+
+def schedules_ensure(
+    *, periodic_task_model, interval_model, crontab_model, using: str = DEFAULT_DB_ALIAS
+) -> None:
+    """Create the default schedules that do not exist yet; never change one an operator edited.
+
+    Takes the model classes so that post_migrate (or a migration) can pass its historical ones.
+    """
+    tasks = periodic_task_model.objects.using(using)
+    for default in DEFAULT_SCHEDULES:
+        if tasks.filter(name=default["name"]).exists():
+            continue
+        when = {}
+        if "every_seconds" in default:
+            when["interval"], _ = interval_model.objects.using(using).get_or_create(
+                every=default["every_seconds"], period="seconds"
+            )
+        else:
+            when["crontab"], _ = crontab_model.objects.using(using).get_or_create(
+                **default["crontab"],
+                day_of_week="*",
+                day_of_month="*",
+                month_of_year="*",
+                timezone="UTC",
+            )
+        tasks.create(name=default["name"], task=default["task"], enabled=True, **when)
+
+
+def schedules_ensure_after_migrate(sender, *, using: str, apps=None, **kwargs) -> None:
+    """post_migrate's handler: the schedules are data, so they get no migration of their own."""
+    if apps is None:
+        return
+    try:
+        models = {
+            "periodic_task_model": apps.get_model("django_celery_beat", "PeriodicTask"),
+            "interval_model": apps.get_model("django_celery_beat", "IntervalSchedule"),
+            "crontab_model": apps.get_model("django_celery_beat", "CrontabSchedule"),
+        }
+    except LookupError:  # django-celery-beat's tables are not migrated (yet)
+        return
+    schedules_ensure(**models, using=using)

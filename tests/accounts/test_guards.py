@@ -1,0 +1,57 @@
+"""The two page guards of apps/accounts/guards.py, written once and used by every page."""
+
+import pytest
+from django.http import Http404, HttpResponse
+from django.test import RequestFactory
+
+from apps.accounts.guards import staff_only, staff_or_lead_only
+from apps.accounts.models import Membership
+from tests.factories import MembershipFactory, StaffFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@staff_only
+def staff_page(request, pk: int) -> HttpResponse:
+    return HttpResponse(f"page {pk}")
+
+
+@staff_or_lead_only(message="Unattributed spend is for staff and team leads.")
+def leads_page(request) -> HttpResponse:
+    return HttpResponse("leads")
+
+
+def get(user):
+    request = RequestFactory().get("/")
+    request.user = user
+    return request
+
+
+def test_staff_pass_the_staff_only_guard_with_the_view_arguments():
+    assert staff_page(get(StaffFactory()), pk=7).content == b"page 7"
+
+
+def test_a_lead_gets_404_from_the_staff_only_guard():
+    lead = MembershipFactory(role=Membership.Role.LEAD).user
+
+    with pytest.raises(Http404, match=r"^No such page\.$"):
+        staff_page(get(lead), pk=7)
+
+
+def test_staff_and_a_lead_pass_the_staff_or_lead_guard():
+    lead = MembershipFactory(role=Membership.Role.LEAD).user
+
+    assert leads_page(get(StaffFactory())).content == b"leads"
+    assert leads_page(get(lead)).content == b"leads"
+
+
+@pytest.mark.parametrize("member", [True, False], ids=["member", "outsider"])
+def test_a_member_and_an_outsider_get_404_with_the_pages_message(member):
+    user = MembershipFactory().user if member else UserFactory()
+
+    with pytest.raises(Http404, match=r"^Unattributed spend is for staff and team leads\.$"):
+        leads_page(get(user))
+
+
+def test_the_guard_keeps_the_views_name_for_the_url_walk():
+    assert (staff_page.__name__, leads_page.__name__) == ("staff_page", "leads_page")

@@ -1,0 +1,58 @@
+"""The default schedules, all created in costsite/schedules.py after every migrate."""
+
+import pytest
+from django.core.management import call_command
+from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
+
+from costsite.schedules import DEFAULT_SCHEDULES, schedules_ensure
+
+pytestmark = pytest.mark.django_db
+
+
+def ensure() -> None:
+    schedules_ensure(
+        periodic_task_model=PeriodicTask,
+        interval_model=IntervalSchedule,
+        crontab_model=CrontabSchedule,
+    )
+
+
+def test_migrate_created_every_default_schedule_and_no_other():
+    assert sorted(PeriodicTask.objects.values_list("name", "task")) == [
+        ("billing: poll due sources", "apps.billing.tasks.billing_sources_poll_due"),
+        ("gpu: poll due metric sources", "apps.gpu.tasks.metric_sources_poll_due"),
+        ("insights: recompute findings nightly", "apps.insights.tasks.findings_recompute_task"),
+    ]
+    assert len(DEFAULT_SCHEDULES) == 3
+
+
+def test_the_nightly_recompute_runs_at_half_past_three_utc():
+    nightly = PeriodicTask.objects.get(name="insights: recompute findings nightly")
+
+    crontab = nightly.crontab
+    assert (crontab.minute, crontab.hour, str(crontab.timezone)) == ("30", "3", "UTC")
+    assert (crontab.day_of_week, crontab.day_of_month, crontab.month_of_year) == ("*", "*", "*")
+    assert nightly.interval is None
+
+
+def test_ensuring_again_never_changes_a_schedule_an_operator_edited():
+    tick = PeriodicTask.objects.get(name="gpu: poll due metric sources")
+    tick.enabled = False
+    tick.interval = IntervalSchedule.objects.create(every=120, period="seconds")
+    tick.save()
+
+    ensure()
+    call_command("migrate", verbosity=0)
+
+    tick.refresh_from_db()
+    assert (tick.enabled, tick.interval.every) == (False, 120)
+    assert PeriodicTask.objects.count() == 3
+
+
+def test_a_deleted_default_comes_back_on_the_next_migrate():
+    PeriodicTask.objects.filter(name="billing: poll due sources").delete()
+
+    call_command("migrate", verbosity=0)
+
+    tick = PeriodicTask.objects.get(name="billing: poll due sources")
+    assert (tick.interval.every, tick.interval.period, tick.enabled) == (60, "seconds", True)

@@ -20,8 +20,8 @@ from django.db.models import Case, CharField, Count, F, Max, Q, QuerySet, Sum, V
 from django.db.models.functions import Coalesce, TruncDate
 from django.http import Http404
 
+from apps.accounts.guards import is_staff_or_lead
 from apps.accounts.models import Organization
-from apps.accounts.selectors import teams_led_by
 from apps.deployments.models import Deployment, DeploymentResource, Model
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.projects.models import Project
@@ -259,7 +259,7 @@ def gpu_for_user(*, user, pk: int) -> Gpu:
 
 def can_map_hosts(*, user) -> bool:
     """Staff and team leads maintain the host-to-resource mapping."""
-    return user.is_staff or teams_led_by(user=user).exists()
+    return is_staff_or_lead(user=user)
 
 
 def host_mappings_editable_by(*, user) -> QuerySet[HostMapping]:
@@ -290,7 +290,7 @@ def host_mapping_for_user(*, user, pk: int) -> HostMapping:
 
 
 def can_see_sources(*, user) -> bool:
-    return user.is_staff or teams_led_by(user=user).exists()
+    return is_staff_or_lead(user=user)
 
 
 def metric_sources() -> QuerySet[MetricSource]:

@@ -9,6 +9,7 @@ from decimal import Decimal
 from django.db.models import F, Q, QuerySet, Sum
 from django.http import Http404
 
+from apps.accounts.guards import is_staff_or_lead
 from apps.accounts.selectors import teams_led_by
 
 # Spend reads (the integrator points these at apps.spend).
@@ -214,7 +215,7 @@ def finding_hours(*, finding: Finding) -> list[FindingHour]:
 
 def can_act_on_any(*, user) -> bool:
     """Staff and team leads act on findings (bulk actions are shown to them)."""
-    return user.is_staff or teams_led_by(user=user).exists()
+    return is_staff_or_lead(user=user)
 
 
 # The findings section other pages show (the overview, a project, a run, a deployment, a GPU) --

@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from apps.accounts.guards import staff_or_lead_only
 from apps.accounts.models import Organization
-from apps.accounts.selectors import teams_led_by
 from apps.spend.filters import EARLIEST_DAY, LATEST_DAY
 from costsite.spreadsheet import neutralised
 
@@ -164,9 +164,8 @@ def finding_action(request: HttpRequest, finding_pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@staff_or_lead_only(message="Only staff and team leads act on findings.")
 def waste_bulk(request: HttpRequest) -> HttpResponse:
-    if not (request.user.is_staff or teams_led_by(user=request.user).exists()):
-        raise Http404("Only staff and team leads act on findings.")
     form = BulkForm(request.POST)
     back = reverse("waste") + (f"?{request.POST['query']}" if request.POST.get("query") else "")
     if not form.is_valid():

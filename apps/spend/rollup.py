@@ -20,8 +20,8 @@ from django.db.models import (
     Value,
 )
 
+from apps.accounts.guards import is_staff_or_lead
 from apps.accounts.models import Team
-from apps.accounts.selectors import teams_led_by
 from apps.billing.models import (
     DailyCost,
     DailyResourceCost,
@@ -341,7 +341,7 @@ def _in_period(rows: QuerySet, period: Period | None) -> QuerySet:
 
 def sees_unattributed(*, user) -> bool:
     """Unattributed spend is for staff and team leads (DESIGN.md, Roles)."""
-    return user.is_staff or teams_led_by(user=user).exists()
+    return is_staff_or_lead(user=user)
 
 
 def overview_scope(

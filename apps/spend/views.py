@@ -17,6 +17,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from apps.accounts.guards import staff_or_lead_only
 from apps.accounts.models import Organization, Team
 from apps.billing import freshness
 from apps.billing.services_attribution import unattributed_claim as claim_service
@@ -446,11 +447,6 @@ def deployment_spend_export(request: HttpRequest, deployment_pk: int) -> HttpRes
 # -- Unattributed spend --------------------------------------------------------------------------
 
 
-def _require_unattributed(request: HttpRequest) -> None:
-    if not selectors.sees_unattributed(user=request.user):
-        raise Http404("Unattributed spend is for staff and team leads.")
-
-
 def _unattributed_filters(request: HttpRequest) -> SpendFilters:
     return spend_filters_from(
         request.GET,
@@ -483,9 +479,13 @@ def unattributed_context(request: HttpRequest, *, claim_form: ClaimForm | None =
     return context
 
 
+# Unattributed spend is for staff and team leads (DESIGN.md, Roles).
+unattributed_only = staff_or_lead_only(message="Unattributed spend is for staff and team leads.")
+
+
 @login_required
+@unattributed_only
 def unattributed(request: HttpRequest) -> HttpResponse:
-    _require_unattributed(request)
     template = (
         "spend/unattributed.html#spend" if _wants_spend(request) else "spend/unattributed.html"
     )
@@ -493,8 +493,8 @@ def unattributed(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@unattributed_only
 def unattributed_export(request: HttpRequest) -> HttpResponse:
-    _require_unattributed(request)
     filters = _unattributed_filters(request)
     if filters.range_errors:
         return range_refused(filters.range_errors)
@@ -503,10 +503,10 @@ def unattributed_export(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@unattributed_only
 def unattributed_claim(request: HttpRequest) -> HttpResponse:
     """Assign one unattributed resource, or a pattern of resource ids, to a project (or one of
     its experiments or deployments) of a team the user leads; staff to any."""
-    _require_unattributed(request)
     form = ClaimForm(
         request.POST or None,
         projects=projects_editable_by(user=request.user),

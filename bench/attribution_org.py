@@ -369,7 +369,7 @@ def write_and_import(resources, rng, start: datetime, end: datetime, out: Path) 
         ]
         path = out / f"focus-{month:%Y-%m}.csv"
         clock = time.perf_counter()
-        demo._write(path, demo._hour_rows(active, hours, rng))
+        demo.focus_csv_write(path, demo.hour_rows(active, hours, rng))
         totals["write_s"] += time.perf_counter() - clock
         clock = time.perf_counter()
         run = import_run_execute(import_run=import_run_create(paths=[str(path)]))

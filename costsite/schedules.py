@@ -29,6 +29,14 @@ DEFAULT_SCHEDULES = [
         "every_seconds": 15,
     },
     {
+        # Every minute: find the MLflow servers whose next poll is due and enqueue one poll
+        # each. Each source keeps its own interval (5 minutes by default: a run's status and
+        # loss are not needed faster) and its back-off after failures in its row.
+        "name": "trackers: poll due MLflow sources",
+        "task": "apps.trackers.tasks.tracker_sources_poll_due",
+        "every_seconds": 60,
+    },
+    {
         # Nightly at 03:30 UTC: recompute every finding over all the data. Imports already
         # recompute their own period (the "spend data changed" port); the nightly pass wakes
         # snoozes that ran out and catches what no import announced (a GPU mapping edited).

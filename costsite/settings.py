@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "apps.billing",
     "apps.gpu",
     "apps.spend",
+    "apps.trackers",
     "apps.insights",
     "apps.demo",  # last: it builds on every app above
 ]

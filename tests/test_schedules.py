@@ -22,8 +22,9 @@ def test_migrate_created_every_default_schedule_and_no_other():
         ("billing: poll due sources", "apps.billing.tasks.billing_sources_poll_due"),
         ("gpu: poll due metric sources", "apps.gpu.tasks.metric_sources_poll_due"),
         ("insights: recompute findings nightly", "apps.insights.tasks.findings_recompute_task"),
+        ("trackers: poll due MLflow sources", "apps.trackers.tasks.tracker_sources_poll_due"),
     ]
-    assert len(DEFAULT_SCHEDULES) == 3
+    assert len(DEFAULT_SCHEDULES) == 4
 
 
 def test_the_nightly_recompute_runs_at_half_past_three_utc():

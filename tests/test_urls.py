@@ -140,7 +140,8 @@ SAMPLES: dict[str, Sample] = {
     "mapping_pk": Sample(lambda other: other.host_mapping.pk),
     "finding_pk": Sample(lambda other: other.finding.pk),
     "finding_id": Sample(lambda other: other.finding.pk),
-    # GPU metric sources are the installation's, staff's to change: they belong to no team.
+    # GPU metric sources and MLflow servers are the installation's, staff's to change: they
+    # belong to no team.
     "source_pk": Sample(lambda other: 1, team_scoped=False),
     # Billing import runs are the installation's, staff's only: they belong to no team.
     "run_pk": Sample(lambda other: 1, team_scoped=False),
@@ -458,6 +459,12 @@ ACCESS = {
     "gpu_source_edit": "staff",
     "gpu_source_pause": "staff",
     "gpu_source_poll": "staff",
+    "tracker_source_list": "staff",
+    "tracker_source_create": "staff",
+    "tracker_source_edit": "staff",
+    "tracker_source_pause": "staff",
+    "tracker_source_poll": "staff",
+    "wandb_upload": "staff",
     "billing_source_list": "staff",
     "billing_source_create": "staff",
     "billing_source_detail": "staff",

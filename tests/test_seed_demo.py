@@ -74,21 +74,22 @@ def test_small_demo_has_exactly_the_runs_models_and_deployments_of_its_catalogue
 
     result = shape()
     assert result["projects"] == 4
-    assert result["experiments"] == 15
+    # The catalogue's 15 runs and 3 imported from the W&B runs file (finished, crashed, running).
+    assert result["experiments"] == 15 + 3
     assert result["status"] == {
-        "succeeded": 7,
-        "failed": 3,
+        "succeeded": 7 + 1,
+        "failed": 3 + 1,
         "stopped": 2,
-        "running": 2,
+        "running": 2 + 1,
         "planned": 1,
     }
-    assert result["kind"] == {"training": 5, "fine_tuning": 4, "evaluation": 4, "notebook": 2}
+    assert result["kind"] == {"training": 5 + 3, "fine_tuning": 4, "evaluation": 4, "notebook": 2}
     assert result["models"] == 4
     assert result["deployments"] == {"realtime": 2, "batch": 1}
     # Every run but the planned one has machines, one spot run two (it was interrupted), and the
     # evaluation runs queue on one shared box.
-    assert result["experiment_resources"] == 15
-    assert ExperimentResource.objects.values("resource_id").distinct().count() == 13
+    assert result["experiment_resources"] == 15 + 3
+    assert ExperimentResource.objects.values("resource_id").distinct().count() == 13 + 3
     assert result["deployment_resources"] == 2 + 1 + 2  # one instance per replica
 
 
@@ -100,15 +101,21 @@ def test_full_demo_covers_every_status_and_kind_with_a_dozen_projects():
     assert result["roles"] == {"lead": 4, "member": 4}
     assert result["users"] == 9
     assert result["projects"] == 12
-    assert result["experiments"] == 103
+    # The catalogue's 103 runs and 5 imported from the W&B runs file.
+    assert result["experiments"] == 103 + 5
     assert result["status"] == {
-        "succeeded": 56,
-        "failed": 17,
-        "stopped": 14,
-        "running": 12,
+        "succeeded": 56 + 2,
+        "failed": 17 + 1,
+        "stopped": 14 + 1,
+        "running": 12 + 1,
         "planned": 4,
     }
-    assert result["kind"] == {"training": 43, "fine_tuning": 19, "evaluation": 25, "notebook": 16}
+    assert result["kind"] == {
+        "training": 43 + 5,
+        "fine_tuning": 19,
+        "evaluation": 25,
+        "notebook": 16,
+    }
     assert result["models"] == 12
     assert result["deployments"] == {"realtime": 4, "batch": 3}
     assert Deployment.objects.filter(data_residency=True).count() == 1
@@ -170,6 +177,30 @@ def test_resource_ids_look_like_the_clouds_own():
     run = Experiment.objects.get(name="nw-1b3-pretrain-main")
     assert (run.instance_type, run.gpu_type, run.gpu_count) == ("p5.48xlarge", "H100-80GB", 32)
     assert run.resources.count() == 4  # four nodes, one instance each
+
+
+def test_the_demo_imports_runs_from_a_wandb_file_with_their_loss_and_bills_their_machines():
+    from apps.billing.models import CostLineItem
+    from apps.trackers.models import TrackedRun
+
+    seed("--small")
+
+    runs = {
+        tracked.experiment.name: tracked.experiment
+        for tracked in TrackedRun.objects.filter(tracker="wandb").select_related("experiment")
+    }
+    assert {name: run.status for name, run in runs.items()} == {
+        "yolo-v8-sweep-7": "succeeded",
+        "intent-llama-lora": "failed",
+        "colbert-distill": "running",
+    }
+    assert {name: run.metric_points.count() for name, run in runs.items()} == {
+        "yolo-v8-sweep-7": 40,
+        "intent-llama-lora": 13,
+        "colbert-distill": 40,
+    }
+    for run in runs.values():
+        assert CostLineItem.objects.filter(experiment=run).exists(), run.name
 
 
 def test_every_run_of_a_model_family_is_linked_to_the_model_it_produces():

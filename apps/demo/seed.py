@@ -50,6 +50,7 @@ from .catalogue import (
     TeamSpec,
 )
 from .gpu import demo_gpu_metrics_load
+from .trackers import demo_tracker_runs_load
 
 DEMO_ORGANIZATION_NAME = "Northwind Robotics"
 DEMO_PASSWORD = "costsite-demo"  # noqa: S105 (printed on purpose: it is the demo's login)
@@ -80,8 +81,10 @@ class DemoDataStep(Protocol):
 
 # Steps that run once, right after the organisation is created: each writes its files into
 # `directory` (a folder of its own under COSTSITE_DATA_DIR/demo) and loads them through the real
-# importer, as an operator would. The bill comes first, so the GPU metrics join billed resources.
+# importer, as an operator would. The tracker runs come first, so the bill bills their machines
+# too; the bill before the GPU metrics, so the metrics join billed resources.
 DEMO_DATA_STEPS: list[tuple[str, DemoDataStep]] = [
+    ("tracker-runs", demo_tracker_runs_load),
     ("billing", demo_billing_load),
     ("gpu-metrics", demo_gpu_metrics_load),
 ]

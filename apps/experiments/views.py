@@ -11,6 +11,7 @@ from apps.experiments.selectors import experiment_for_user
 from apps.insights.selectors import findings_section
 from apps.projects.selectors import project_for_user
 from apps.spend.sections import experiment_spend, request_organization
+from apps.trackers.selectors import tracked_run_for
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
@@ -41,6 +42,7 @@ def experiment_detail(request: HttpRequest, experiment_pk: int) -> HttpResponse:
             "project": experiment.project,
             "model": selectors.experiment_model_for_user(experiment=experiment, user=request.user),
             "resources": selectors.experiment_resources(experiment=experiment),
+            "tracked_run": tracked_run_for(experiment=experiment),
             "metrics_chart": metrics_chart(
                 series=selectors.experiment_metric_series(experiment=experiment)
             ),

@@ -148,3 +148,24 @@ def test_a_bad_upload_shows_row_and_column_and_imports_nothing(staff_client, pro
     assert "runs.csv, row 3, column State: unknown state “melted”" in response.text
     assert not Experiment.objects.filter(project=project).exists()
     assert Project.objects.filter(pk=project.pk).exists()
+
+
+def test_an_imported_runs_page_says_where_it_is_tracked(staff_client, project):
+    from apps.trackers.services import RunMapping, wandb_runs_import
+
+    wandb_runs_import(
+        name="runs.json",
+        data=(
+            b'[{"id": "r9", "name": "vit-h", "state": "running", "project": "Shelf tests",'
+            b' "created_at": "2025-01-02T10:00:00Z", "config": {"project": "'
+            + project.slug.encode()
+            + b'"}}]'
+        ),
+        mapping=RunMapping(),
+    )
+    run = Experiment.objects.get(project=project)
+
+    page = staff_client.get(reverse("experiment_detail", args=[run.pk])).content.decode()
+
+    assert "Tracked in</dt><dd>Weights &amp; Biases, Shelf tests" in page
+    assert "<code>wandb-r9</code>" in page

@@ -187,3 +187,21 @@ def test_a_bad_json_run_is_named_by_its_number_and_field_and_the_command_imports
         f"{path}, run 3, field history[1]._step: “-1” is not a step (a whole number ≥ 0).",
     ]
     assert not Experiment.objects.exists()
+
+
+def test_a_run_whose_resources_changed_announces_them_to_the_ownership_port(language, monkeypatch):
+    from apps.projects import ports
+
+    wandb_runs_import(name="runs.csv", data=CSV.encode(), mapping=MAPPING)
+    announced = []
+    monkeypatch.setattr(
+        ports.ownership_changed, "_handlers", [lambda **kwargs: announced.append(kwargs)]
+    )
+
+    moved = CSV.replace("i-0nlp1", "i-0nlp9")
+    tally = wandb_runs_import(name="runs.csv", data=moved.encode(), mapping=MAPPING)
+
+    assert (tally.updated, tally.unchanged) == (1, 2)
+    assert [set(call["resource_ids"]) for call in announced] == [{"i-0nlp1", "i-0nlp9"}]
+    run = Experiment.objects.get(name="bert-base")
+    assert list(run.resources.values_list("resource_id", flat=True)) == ["i-0nlp9"]

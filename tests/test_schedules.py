@@ -47,7 +47,7 @@ def test_ensuring_again_never_changes_a_schedule_an_operator_edited():
 
     tick.refresh_from_db()
     assert (tick.enabled, tick.interval.every) == (False, 120)
-    assert PeriodicTask.objects.count() == 3
+    assert PeriodicTask.objects.count() == len(DEFAULT_SCHEDULES)
 
 
 def test_a_deleted_default_comes_back_on_the_next_migrate():

@@ -6,9 +6,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from apps.accounts.models import Organization, Team
+from apps.accounts.services import api_token_create
 from apps.experiments.models import Experiment, MetricPoint
 from apps.gpu.models import HostMapping
 from apps.projects.models import Project
@@ -17,6 +19,7 @@ from apps.trackers.models import TrackedRun, TrackerSource
 from apps.trackers.selectors import run_cost
 from apps.trackers.services import tracker_source_create, tracker_source_poll
 from tests.billing.conftest import focus_line, run_import, write_focus
+from tests.factories import StaffFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -294,6 +297,17 @@ def test_a_runs_cost_is_its_share_of_its_resources_spend_and_is_written_back(
     runs = experiments_of(vision)
     assert run_cost(experiment=runs["big"], currency="USD") == Decimal("6.00") + Decimal("3.30")
     assert run_cost(experiment=runs["small"], currency="USD") == Decimal("2.00")
+    # The API's spend of the run says the same.
+    token = api_token_create(user=StaffFactory(), name="t").secret
+    answer = Client().get(
+        f"/api/v1/projects/vision-d/experiments/{runs['big'].external_id}/spend",
+        {"start": "2025-01-01", "end": "2025-02-01"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert answer.status_code == 200, answer.content
+    assert [(t["currency"], Decimal(t["effective_cost"])) for t in answer.json()["totals"]] == [
+        ("USD", Decimal("9.30"))
+    ]
 
     outcome = tracker_source_poll(source=source)
 

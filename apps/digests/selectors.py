@@ -11,7 +11,7 @@ from apps.accounts.models import Organization
 from apps.accounts.templatetags.costsite import money
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
-from apps.insights.models import Finding, Status
+from apps.insights.models import NOT_WASTE_KINDS, Finding, Status
 from apps.insights.selectors import (
     findings_filtered,
     findings_visible_to,
@@ -77,6 +77,11 @@ class DigestFinding:
     finding: Finding
     wasted: Decimal  # in the period, the organisation's currency
     savings_per_month: Decimal | None
+
+    @property
+    def is_waste(self) -> bool:
+        """Unattributed spend is a finding (someone should claim it) but not waste."""
+        return self.finding.kind not in NOT_WASTE_KINDS
 
 
 @dataclass(frozen=True)
@@ -189,7 +194,9 @@ def _headline(
             finding = top[0].finding
             subject = finding.resource_id or finding.subject_key
             what = "all" if share >= 1 else f"{share * 100:.0f}%"
-            return f"{line}; {what} of it is one {finding.get_kind_display().lower()} ({subject})."
+            return (
+                f"{line}; {what} of it is one finding, {finding.get_kind_display()} on {subject}."
+            )
         if running * 2 >= wasted and count < len(top) + 1:
             return f"{line}; half of it is {count} findings."
         return f"{line}."
@@ -298,6 +305,7 @@ def digest_build(*, subscription: Subscription, period_start: date, period_end: 
         .order_by("created_at", "pk")[:10]
     ]
 
+    waste_only = [item for item in top if item.finding.kind not in NOT_WASTE_KINDS]
     label = "last week" if subscription.frequency == Frequency.WEEKLY else "yesterday"
     wasted = totals.wasted.get(currency, ZERO)
     return Digest(
@@ -308,7 +316,12 @@ def digest_build(*, subscription: Subscription, period_start: date, period_end: 
         as_of=as_of,
         covered_end=covered_end,
         headline=_headline(
-            label=label, currency=currency, wasted=wasted, top=top, spend=spend, before=before
+            label=label,
+            currency=currency,
+            wasted=wasted,
+            top=waste_only,
+            spend=spend,
+            before=before,
         ),
         projects=project_changes,
         spend=spend,

@@ -30,6 +30,12 @@ logger = logging.getLogger(__name__)
 ZERO = Decimal("0")
 
 
+def _decimal_text(value: Decimal) -> str:
+    """An exact decimal string without trailing zeros (18.2500 -> "18.25")."""
+    text = format(value.normalize(), "f")
+    return text if text != "-0" else "0"
+
+
 # -- Subscriptions ---------------------------------------------------------------------------
 
 
@@ -290,7 +296,9 @@ def digest_deliver(
     }
     if digest is not None:
         fields["findings"] = digest.findings_count
-        fields["wasted"] = {currency: str(amount) for currency, amount in digest.wasted.items()}
+        fields["wasted"] = {
+            currency: _decimal_text(amount) for currency, amount in digest.wasted.items()
+        }
     if message is not None:
         fields["message_id"] = message.extra_headers["Message-ID"]
     Delivery.objects.filter(pk=delivery.pk, status=Delivery.Status.SENDING).update(**fields)

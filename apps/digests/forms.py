@@ -1,11 +1,12 @@
 from django import forms
 
 from apps.projects.models import Project
+from costsite.forms import SiteModelForm
 
 from .models import Subscription
 
 
-class SubscriptionForm(forms.ModelForm):
+class SubscriptionForm(SiteModelForm):
     class Meta:
         model = Subscription
         fields = ["active", "frequency", "projects", "minimum_amount"]

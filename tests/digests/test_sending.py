@@ -16,7 +16,7 @@ from apps.digests.models import Delivery, Frequency, Subscription
 from apps.digests.services import digests_send
 from apps.digests.tasks import digests_send_task
 from apps.insights.models import Finding
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import MembershipFactory
 
 from .conftest import SEND_AT, RefusingBackend
 

@@ -114,10 +114,8 @@ def test_spend_data_changed_checks_the_alerts_after_the_commit(django_capture_on
     with (
         mock.patch("apps.digests.tasks.alerts_check_task.delay") as delay,
         mock.patch("apps.insights.tasks.findings_recompute_task.delay"),
+        django_capture_on_commit_callbacks(execute=True),
     ):
-        with django_capture_on_commit_callbacks(execute=True):
-            spend_data_changed.announce(
-                start=date(2025, 3, 1), end=date(2025, 3, 2), reason="delivery"
-            )
-            assert delay.call_count == 0
+        spend_data_changed.announce(start=date(2025, 3, 1), end=date(2025, 3, 2), reason="delivery")
+        assert delay.call_count == 0  # only once the change commits
     assert delay.call_count == 1

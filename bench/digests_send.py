@@ -112,7 +112,7 @@ def render_all(now: datetime) -> tuple[float, int, int]:
         digest = built.get(key)
         if digest is None:
             digest = built[key] = selectors.digest_build(
-                subscription=subscription, period_start=start, period_end=end
+                subscription=subscription, period_start=start, period_end=end, shared=built
             )
         if not digest.is_empty:
             size += len(

@@ -51,12 +51,17 @@ def period_of(*, frequency: str, day: date) -> tuple[date, date]:
     return day - timedelta(days=days), day
 
 
+def _chosen(subscription: Subscription) -> list[int]:
+    """The projects chosen (none: all); read through a prefetch where the caller made one."""
+    return [project.pk for project in subscription.projects.all()]
+
+
 def subscription_projects(*, subscription: Subscription) -> QuerySet[Project]:
     """The projects a subscription covers: those chosen that the person can still see, or all
     they can see."""
     visible = projects_visible_to(user=subscription.user)
-    chosen = subscription.projects.all()
-    return visible.filter(pk__in=chosen.values("pk")) if chosen.exists() else visible
+    chosen = _chosen(subscription)
+    return visible.filter(pk__in=chosen) if chosen else visible
 
 
 def digest_findings(*, subscription: Subscription) -> QuerySet[Finding]:
@@ -67,7 +72,7 @@ def digest_findings(*, subscription: Subscription) -> QuerySet[Finding]:
         status="active",
         minimum=subscription.minimum_amount or None,
     )
-    if subscription.projects.exists():
+    if _chosen(subscription):
         findings = findings.filter(project__in=subscription_projects(subscription=subscription))
     return findings
 
@@ -210,19 +215,31 @@ def _headline(
     return f"No spend and no waste {label}."
 
 
-def digest_build(*, subscription: Subscription, period_start: date, period_end: date) -> Digest:
+def digest_build(
+    *,
+    subscription: Subscription,
+    period_start: date,
+    period_end: date,
+    shared: dict | None = None,
+) -> Digest:
     """The digest of `subscription` for `[period_start, period_end)`.
 
     Waste is the waste page's: the same findings (`digest_findings`), counted once over the same
     days. Spend and its change are compared over the days the bill covers only, so a bill that
-    lags reads as "data as of", never as a drop.
+    lags reads as "data as of", never as a drop. `shared` keeps, for a run that builds many
+    digests, what does not depend on who reads them (the month's figures per project, the
+    unattributed spend), so it is read once.
     """
+    shared = {} if shared is None else shared
     user = subscription.user
     currency = Organization.get().currency
     projects = subscription_projects(subscription=subscription)
     as_of = data_as_of()
     covered_end = _covered_end(start=period_start, end=period_end, as_of=as_of)
-    findings = digest_findings(subscription=subscription)
+    # The ids first: the selectors below then filter on a plain list rather than repeating the
+    # visibility joins in every query (a third of a digest's SQL time on the benchmark).
+    finding_ids = list(digest_findings(subscription=subscription).values_list("pk", flat=True))
+    findings = Finding.objects.filter(pk__in=finding_ids)
     totals = waste_totals(findings=findings, start=period_start, end=period_end, today=period_end)
     period_wasted = wasted_in_period(findings=findings, start=period_start, end=period_end)
     ranked = sorted(
@@ -280,16 +297,24 @@ def digest_build(*, subscription: Subscription, period_start: date, period_end: 
         project_changes, movers = [], []
     spend = sum((change.current for change in project_changes), ZERO)
     before = sum((change.previous for change in project_changes), ZERO)
-    summary = month_summary(scope=scope, today=period_end - timedelta(days=1), as_of=as_of)
-    budgets = budget_lines(projects=projects, summary=summary)
+    # A project's month so far and forecast are its own whoever reads them: read all once.
+    month_key = ("month", currency, period_end, as_of)
+    if month_key not in shared:
+        shared[month_key] = month_summary(
+            scope=SpendScope(currency=currency), today=period_end - timedelta(days=1), as_of=as_of
+        )
+    budgets = budget_lines(projects=projects, summary=shared[month_key])
 
     unattributed, unattributed_top = None, []
-    if sees_unattributed(user=user) and not subscription.projects.exists() and days > 0:
+    if sees_unattributed(user=user) and not _chosen(subscription) and days > 0:
         window = Period(period_start, covered_end)
-        unattributed = unattributed_summary(period=window, currency=currency)
-        unattributed_top = unattributed_resources(
-            period=window, currency=currency, limit=5, detail=False
-        )
+        key = ("unattributed", currency, period_start, covered_end)
+        if key not in shared:
+            shared[key] = (
+                unattributed_summary(period=window, currency=currency),
+                unattributed_resources(period=window, currency=currency, limit=5, detail=False),
+            )
+        unattributed, unattributed_top = shared[key]
 
     unregistered = [
         Unregistered(kind, row["pk"], row["name"], row["project__name"], row["created_at"])
@@ -354,7 +379,7 @@ def digest_view_key(*, subscription: Subscription, period_start: date, period_en
         tuple(
             sorted(subscription_projects(subscription=subscription).values_list("pk", flat=True))
         ),
-        subscription.projects.exists(),
+        bool(_chosen(subscription)),
         subscription.minimum_amount,
     )
 
@@ -364,6 +389,7 @@ def subscriptions_due(*, frequency: str) -> QuerySet[Subscription]:
         Subscription.objects.filter(active=True, frequency=frequency, user__is_active=True)
         .exclude(user__email="")
         .select_related("user")
+        .prefetch_related("projects")
         .order_by("pk")
     )
 

@@ -265,7 +265,10 @@ def digest_deliver(
         digest = built.get(key) if built is not None else None
         if digest is None:
             digest = selectors.digest_build(
-                subscription=subscription, period_start=period_start, period_end=period_end
+                subscription=subscription,
+                period_start=period_start,
+                period_end=period_end,
+                shared=built,
             )
             if built is not None:
                 built[key] = digest

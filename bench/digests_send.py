@@ -45,6 +45,8 @@ class Count:
         Count.accepted += len(envelope.rcpt_tos)
         return "250 OK"
 
+# SIGTERM is waited for, not delivered: blocked before the server's thread starts (it inherits).
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 controller = Controller(Count(), hostname="127.0.0.1", port=int(sys.argv[1]))
 controller.start()
 print("ready", flush=True)

@@ -141,7 +141,7 @@ def delivery_claim(
                 period_start=period_start,
                 period_end=period_end,
                 status=Delivery.Status.SENDING,
-                claimed_at=now,
+                claimed_at=timezone.now(),
             )
     except IntegrityError:
         pass
@@ -154,7 +154,7 @@ def delivery_claim(
     ).update(
         status=Delivery.Status.SENDING,
         attempts=F("attempts") + 1,
-        claimed_at=now,
+        claimed_at=timezone.now(),
         email=user.email,
         error="",
     )

@@ -106,6 +106,7 @@ def render_all(now: datetime) -> tuple[float, int, int]:
     clock = time.perf_counter()
     start, end = selectors.period_of(frequency="weekly", day=now.date())
     built: dict = {}
+    rendered: dict = {}
     size = 0
     for subscription in selectors.subscriptions_due(frequency="weekly"):
         key = selectors.digest_view_key(
@@ -118,7 +119,7 @@ def render_all(now: datetime) -> tuple[float, int, int]:
             )
         if not digest.is_empty:
             size += len(
-                services.digest_message(subscription=subscription, digest=digest)
+                services.digest_message(subscription=subscription, digest=digest, rendered=rendered)
                 .message()
                 .as_bytes()
             )

@@ -47,6 +47,14 @@ def email_message(
     name: str, context: dict, *, to: list[str], headers: dict | None = None, connection=None
 ) -> EmailMultiAlternatives:
     subject, text, html = email_render(name, context)
+    return email_build(
+        subject=subject, text=text, html=html, to=to, headers=headers, connection=connection
+    )
+
+
+def email_build(
+    *, subject: str, text: str, html: str, to: list[str], headers: dict | None, connection=None
+) -> EmailMultiAlternatives:
     message = EmailMultiAlternatives(
         subject=subject,
         body=text,

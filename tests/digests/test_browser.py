@@ -52,8 +52,8 @@ def test_a_lead_changes_the_digest_and_previews_it(
                 path=str(Path(os.environ["SCREENSHOT_DIR"]) / "digest.png"), full_page=True
             )
     # The preview is the mail's HTML as it is, with no favicon link: the browser's own request
-    # for /favicon.ico is the one 404.
-    assert missing == [live_server.url + "/favicon.ico"]
+    # for /favicon.ico (when it makes one) is the only thing allowed to go missing.
+    assert set(missing) <= {live_server.url + "/favicon.ico"}
     assert page.problems == [
         "Failed to load resource: the server responded with a status of 404 (Not Found)"
-    ]
+    ] * len(missing)

@@ -7,6 +7,8 @@ never changes one an operator edited. A schedule names its task by its registere
 module imports no app.
 """
 
+import json
+
 from django.db import DEFAULT_DB_ALIAS
 
 DEFAULT_SCHEDULES = [
@@ -44,11 +46,43 @@ DEFAULT_SCHEDULES = [
         "task": "apps.insights.tasks.findings_recompute_task",
         "crontab": {"minute": "30", "hour": "3"},
     },
+    {
+        # Mondays at 08:00 in the organisation's time zone: the weekly digests, each covering
+        # the seven UTC days before the day it is sent. Every delivery is claimed before it is
+        # sent, so a second run (or a retry) mails nobody twice.
+        "name": "digests: send weekly digests",
+        "task": "apps.digests.tasks.digests_send_task",
+        "crontab": {"minute": "0", "hour": "8", "day_of_week": "1"},
+        "organization_time_zone": True,
+        "kwargs": {"frequency": "weekly"},
+    },
+    {
+        # Daily at 08:00 in the organisation's time zone, the weekly digests' hour: the daily
+        # digests, each covering the UTC day before.
+        "name": "digests: send daily digests",
+        "task": "apps.digests.tasks.digests_send_task",
+        "crontab": {"minute": "0", "hour": "8"},
+        "organization_time_zone": True,
+        "kwargs": {"frequency": "daily"},
+    },
+    {
+        # Daily at 06:00 UTC: check the budget and spike alerts. Imports check them too (the
+        # "spend data changed" port); the daily pass catches a month's forecast moving with the
+        # calendar alone.
+        "name": "digests: check alerts daily",
+        "task": "apps.digests.tasks.alerts_check_task",
+        "crontab": {"minute": "0", "hour": "6"},
+    },
 ]
 
 
 def schedules_ensure(
-    *, periodic_task_model, interval_model, crontab_model, using: str = DEFAULT_DB_ALIAS
+    *,
+    periodic_task_model,
+    interval_model,
+    crontab_model,
+    using: str = DEFAULT_DB_ALIAS,
+    time_zone: str = "UTC",
 ) -> None:
     """Create the default schedules that do not exist yet; never change one an operator edited.
 
@@ -65,12 +99,13 @@ def schedules_ensure(
             )
         else:
             when["crontab"], _ = crontab_model.objects.using(using).get_or_create(
-                **default["crontab"],
-                day_of_week="*",
+                **{"day_of_week": "*", **default["crontab"]},
                 day_of_month="*",
                 month_of_year="*",
-                timezone="UTC",
+                timezone=time_zone if default.get("organization_time_zone") else "UTC",
             )
+        if "kwargs" in default:
+            when["kwargs"] = json.dumps(default["kwargs"])
         tasks.create(name=default["name"], task=default["task"], enabled=True, **when)
 
 
@@ -86,4 +121,8 @@ def schedules_ensure_after_migrate(sender, *, using: str, apps=None, **kwargs) -
         }
     except LookupError:  # django-celery-beat's tables are not migrated (yet)
         return
-    schedules_ensure(**models, using=using)
+    # Schedules "in the organisation's time zone" take the one it has when they are created; an
+    # operator who moves the organisation changes their time zone in the admin.
+    organization = apps.get_model("accounts", "Organization").objects.using(using).first()
+    time_zone = organization.time_zone if organization is not None else "UTC"
+    schedules_ensure(**models, using=using, time_zone=time_zone)

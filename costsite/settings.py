@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "apps.spend",
     "apps.trackers",
     "apps.insights",
+    "apps.digests",
     "apps.demo",  # last: it builds on every app above
 ]
 
@@ -210,6 +211,10 @@ EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBac
 EMAIL_HOST = env("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(env("EMAIL_PORT", "25"))
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "costsite <costsite@localhost>")
+# Where the site is reached from outside: the links in emailed digests and alerts start with it.
+COSTSITE_BASE_URL = env("COSTSITE_BASE_URL", "http://127.0.0.1:8000")
+# How long a digest send waits on the SMTP server before calling the outcome unknown.
+EMAIL_TIMEOUT = int(env("EMAIL_TIMEOUT", "30"))
 
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

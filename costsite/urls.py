@@ -21,4 +21,5 @@ urlpatterns = [
     path("", include("apps.billing.urls_allocation")),
     path("", include("apps.insights.urls")),
     path("", include("apps.trackers.urls")),
+    path("", include("apps.digests.urls")),
 ]

@@ -40,7 +40,8 @@ from tests.factories import (
 )
 
 # Reachable without logging in, by design.
-PUBLIC = {"login", "logout", "health", "admin:login", "admin:logout"}
+# The digests' one-click unsubscribe: its signed, expiring token is the authorisation (RFC 8058).
+PUBLIC = {"login", "logout", "health", "admin:login", "admin:logout", "digest_unsubscribe"}
 
 
 class OtherTeam:
@@ -157,6 +158,8 @@ SAMPLES: dict[str, Sample] = {
     "object_id": Sample(lambda other: "1", team_scoped=False),
     "content_type_id": Sample(lambda other: 1, team_scoped=False),
     "id": Sample(lambda other: "1", team_scoped=False),
+    # A digest's signed unsubscribe token: the page needs no login (PUBLIC).
+    "token": Sample(lambda other: "not-a-token", team_scoped=False),
 }
 
 
@@ -490,6 +493,8 @@ ACCESS = {
     "waste_bulk": "lead",
     "finding_detail": "member",
     "finding_action": "lead",
+    "digest_settings": "member",
+    "digest_preview": "member",
 }
 RULED = [route for route in GUARDED if not route.name.startswith("admin:")]
 

@@ -8,6 +8,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from apps.accounts.selectors import teams_led_by
+from apps.digests.selectors import project_alerts
 from apps.insights.selectors import findings_section
 from apps.projects.selectors import can_create_project, can_edit_project, project_for_user
 from apps.spend.sections import project_spend, request_organization
@@ -89,6 +90,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
                 rows=selectors.project_experiments_by_month(project=project)
             ),
             "can_edit": can_edit_project(user=request.user, project=project),
+            "alerts": project_alerts(project=project),
             **spend,
         },
     )

@@ -168,8 +168,9 @@ def test_scheduling_runs_the_refresh_after_the_commit(
         attribution_schedule()
         assert by_project()[None] == Decimal("9.400000000000001")  # not before the commit
 
-    # The re-attribution, then the findings' recompute that its "spend data changed" enqueued.
-    assert len(callbacks) == 2
+    # The re-attribution, then what its "spend data changed" enqueued: the findings' recompute
+    # and the digests' alerts check.
+    assert len(callbacks) == 3
     assert by_project()[history.vision.pk] == Decimal("6.00")
 
 

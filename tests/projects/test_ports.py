@@ -3,6 +3,7 @@
 from datetime import date
 
 from apps.billing.services import attribution_schedule
+from apps.digests.tasks import on_spend_data_changed as alerts_check_later
 from apps.insights.tasks import on_spend_data_changed
 from apps.projects.ports import Port, ownership_changed, spend_data_changed
 
@@ -11,9 +12,9 @@ def test_billing_is_the_one_handler_of_ownership_changed():
     assert ownership_changed.handlers() == (attribution_schedule,)
 
 
-def test_insights_is_the_one_handler_of_spend_data_changed():
-    # The findings recompute for the changed days; digests register here when they are built.
-    assert spend_data_changed.handlers() == (on_spend_data_changed,)
+def test_insights_and_digests_are_the_handlers_of_spend_data_changed():
+    # The findings recompute for the changed days, then the digests' alerts check.
+    assert spend_data_changed.handlers() == (on_spend_data_changed, alerts_check_later)
 
 
 def test_a_port_calls_its_handlers_in_order_and_returns_their_results():

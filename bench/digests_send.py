@@ -1,0 +1,193 @@
+"""Weekly digests for 1,000 subscribers over the benchmark organisation (bench/attribution_org.py)
+sent through an SMTP server on loopback, against rendering the same 1,000 digests without sending,
+in the same run.
+
+The subscribers are spread over the organisation's 8 teams as its people would be: leads and
+members, most with all their projects, some with one project or a minimum amount. The SMTP server
+is aiosmtpd in a process of its own on 127.0.0.1, counting what it accepts. Each pass starts from
+no deliveries; the rendering pass builds and renders every digest (subject, text, HTML, the whole
+MIME message) exactly as the sending pass does, and only skips the claim, the SMTP conversation
+and the marking. The order is render, send, render: the ratio is the send against the mean of
+the two renders (the database's caches are as warm for one as for the other).
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/<a copy of costsite_bench> \\
+        python bench/digests_send.py [--subscribers 1000]
+
+The first run adds the bench users and, if the organisation has no findings yet, recomputes them
+(not timed). Goal: sending ≤ 1.5x the rendering alone, and under 60 s in all.
+"""
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costsite.settings")
+os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+
+SERVER = r"""
+import asyncio, signal, sys
+from aiosmtpd.controller import Controller
+
+class Count:
+    accepted = 0
+    async def handle_DATA(self, server, session, envelope):
+        Count.accepted += len(envelope.rcpt_tos)
+        return "250 OK"
+
+# SIGTERM is waited for, not delivered: blocked before the server's thread starts (it inherits).
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+controller = Controller(Count(), hostname="127.0.0.1", port=int(sys.argv[1]))
+controller.start()
+print("ready", flush=True)
+signal.sigwait({signal.SIGTERM})
+controller.stop()
+print(Count.accepted, flush=True)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def subscribers_ensure(count: int) -> None:
+    from django.contrib.auth import get_user_model
+
+    from apps.accounts.models import Membership, Team
+    from apps.digests.models import Subscription
+
+    users = get_user_model().objects
+    have = users.filter(username__startswith="digest-bench-").count()
+    if have >= count:
+        return
+    rng = random.Random(21)  # noqa: S311 (a benchmark's layout, not a secret)
+    teams = list(Team.objects.prefetch_related("projects"))
+    for n in range(have, count):
+        team = teams[n % len(teams)]
+        user = users.create(
+            username=f"digest-bench-{n:04d}", email=f"digest-bench-{n:04d}@example.com"
+        )
+        role = Membership.Role.LEAD if n % 10 == 0 else Membership.Role.MEMBER
+        Membership.objects.create(user=user, team=team, role=role)
+        subscription = Subscription.objects.create(
+            user=user, minimum_amount=Decimal("100") if rng.random() < 0.2 else Decimal("0")
+        )
+        if rng.random() < 0.3:
+            subscription.projects.set([rng.choice(list(team.projects.all()))])
+
+
+def findings_ensure() -> None:
+    from apps.insights.models import Finding
+    from apps.insights.services import findings_recompute
+
+    if not Finding.objects.exists():
+        clock = time.perf_counter()
+        findings_recompute(reason="digests benchmark")
+        print(f"findings recomputed in {time.perf_counter() - clock:.1f} s", file=sys.stderr)
+
+
+def render_all(now: datetime) -> tuple[float, int, int]:
+    """Build and render every digest due, as digests_send does, without sending: seconds, bytes,
+    distinct digests built."""
+    from apps.digests import selectors, services
+
+    clock = time.perf_counter()
+    start, end = selectors.period_of(frequency="weekly", day=now.date())
+    built: dict = {}
+    rendered: dict = {}
+    size = 0
+    for subscription in selectors.subscriptions_due(frequency="weekly"):
+        key = selectors.digest_view_key(
+            subscription=subscription, period_start=start, period_end=end
+        )
+        digest = built.get(key)
+        if digest is None:
+            digest = built[key] = selectors.digest_build(
+                subscription=subscription, period_start=start, period_end=end, shared=built
+            )
+        if not digest.is_empty:
+            size += len(
+                services.digest_message(subscription=subscription, digest=digest, rendered=rendered)
+                .message()
+                .as_bytes()
+            )
+    return time.perf_counter() - clock, size, len(built)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--subscribers", type=int, default=1000)
+    args = parser.parse_args()
+    port = free_port()
+    os.environ["EMAIL_HOST"], os.environ["EMAIL_PORT"] = "127.0.0.1", str(port)
+
+    import django
+
+    django.setup()
+    from apps.digests.models import Delivery, Subscription
+    from apps.digests.services import digests_send, subscriptions_ensure
+
+    subscribers_ensure(args.subscribers)
+    subscriptions_ensure()
+    # Only the bench's subscribers: the organisation's own leads are left out of the count.
+    Subscription.objects.exclude(user__username__startswith="digest-bench-").update(active=False)
+    findings_ensure()
+    from apps.spend.selectors import data_as_of
+
+    newest = data_as_of()
+    day = newest.date()
+    monday = day - timedelta(days=day.weekday())
+    now = datetime(monday.year, monday.month, monday.day, 8, tzinfo=UTC)
+
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(port)], stdout=subprocess.PIPE, text=True
+    )
+    assert server.stdout.readline().strip() == "ready"
+    try:
+        Delivery.objects.all().delete()
+        render_1, size, distinct = render_all(now)
+        clock = time.perf_counter()
+        results = digests_send(now=now, frequency="weekly")
+        send = time.perf_counter() - clock
+        render_2, _, _ = render_all(now)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        accepted = int(server.stdout.readline().strip() or 0)
+        server.wait()
+    statuses: dict[str, int] = {}
+    for result in results:
+        statuses[result.status] = statuses.get(result.status, 0) + 1
+    render = (render_1 + render_2) / 2
+    print(
+        json.dumps(
+            {
+                "subscribers": len(results),
+                "period": f"{results[0].period_start} – {results[0].period_end}" if results else "",
+                "distinct_digests": distinct,
+                "statuses": statuses,
+                "accepted_by_smtp": accepted,
+                "mime_bytes": size,
+                "render_seconds": [round(render_1, 2), round(render_2, 2)],
+                "send_seconds": round(send, 2),
+                "ratio": round(send / render, 2),
+                "total_seconds": round(render_1 + send + render_2, 2),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""Sending digests: what a lead's digest says, one email per recipient and period whatever runs
+twice, failures that certainly did not send retried, unknown outcomes left for a person."""
+
+import json
+import threading
+from datetime import date
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core import mail
+from django.core.management import call_command
+
+from apps.accounts.models import Membership
+from apps.digests.models import Delivery, Frequency, Subscription
+from apps.digests.services import digests_send
+from apps.digests.tasks import digests_send_task
+from apps.insights.models import Finding
+from tests.factories import MembershipFactory
+
+from .conftest import SEND_AT, RefusingBackend
+
+pytestmark = pytest.mark.django_db
+
+
+def found(subject: str, kind: str) -> int:
+    return Finding.objects.get(subject_key=subject, kind=kind).pk
+
+
+def weekly(**kwargs):
+    return digests_send(now=SEND_AT, frequency=Frequency.WEEKLY, **kwargs)
+
+
+def test_a_leads_weekly_digest_says_what_the_week_spent_and_wasted(world, subscribed_lead):
+    (result,) = weekly()
+
+    assert result.as_json() == {
+        "recipient": "lena-lead@example.com",
+        "period_start": "2025-03-10",
+        "period_end": "2025-03-17",
+        "status": "sent",
+        "findings": 5,
+        "wasted": {"USD": "18.25"},
+    }
+    (message,) = mail.outbox
+    assert message.subject == (
+        "Weekly costs digest, 10 Mar–16 Mar 2025: $18.25 was wasted last week; "
+        "55% of it is one finding, Idle GPU on i-u."
+    )
+    text = message.body
+    assert "Data as of 10 Mar 2025 16:00 UTC." in text
+    assert "spend is compared over the 1 day it covers, not read as a drop" in text
+    assert "$126.00 in the period, nothing the period before." in text
+    assert "- Image ranking (Vision): $126.00, was $0.00" in text
+    assert (
+        "- Image ranking: $126.00 of $10,000.00, forecast $390.60 at month end (on track)" in text
+    )
+    assert "$18.25 wasted in the period, counted once, in 5 findings." in text
+    assert "1. Unattributed spend: i-u — $20.00 unattributed\n" in text
+    assert (
+        "3. Idle GPU: i-u — $10.00 wasted, saves about $10.00 a month\n"
+        "   GPU idle 50% of 1 billed hours\n"
+        "   Owner: nobody (unattributed)\n"
+        f"   http://127.0.0.1:8000/waste/{found('i-u', 'idle_gpu')}/\n"
+    ) in text
+    assert "- resnet (Image ranking): +$112.00 to $112.00" in text
+    assert "$38.00 nobody claimed (23% of all spend), on 1 resource." in text
+    html = message.alternatives[0][0]
+    assert '<strong id="wasted">$18.25</strong>' in html
+    assert "<script" not in html
+
+
+def test_a_member_sees_the_teams_projects_but_no_unattributed_spend(world, member):
+    Subscription.objects.create(user=member)
+
+    (result,) = weekly()
+
+    assert (result.status, result.wasted) == ("sent", {"USD": "8.25"})
+    assert "nobody claimed" not in mail.outbox[0].body
+
+
+def test_the_same_period_twice_sends_one_email(world, subscribed_lead):
+    first = weekly()
+    second = weekly()
+
+    assert [r.status for r in first + second] == ["sent", "skipped_already_sent"]
+    assert len(mail.outbox) == 1
+    assert Delivery.objects.get().attempts == 1
+
+
+def test_a_retried_task_sends_one_email(world, subscribed_lead):
+    digests_send_task.apply(kwargs={"frequency": "weekly", "now": SEND_AT.isoformat()})
+    digests_send_task.apply(kwargs={"frequency": "weekly", "now": SEND_AT.isoformat()})
+
+    assert len(mail.outbox) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_at_once_send_one_email_each(world, subscribed_lead, settings):
+    others = [
+        MembershipFactory(team=subscribed_lead.memberships.get().team, role=role).user
+        for role in (Membership.Role.LEAD, Membership.Role.MEMBER, Membership.Role.MEMBER)
+    ]
+    for user in others[1:]:
+        Subscription.objects.create(user=user)
+    start = threading.Barrier(2)
+    results, errors = [], []
+
+    def worker():
+        from django.db import connection
+
+        try:
+            start.wait()
+            results.extend(weekly())
+        except Exception as error:  # reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    recipients = sorted(message.to[0] for message in mail.outbox)
+    # The other lead is subscribed by the first run (weekly, unless they opted out).
+    assert recipients == sorted(u.email for u in [subscribed_lead, *others])
+    assert sorted(r.status for r in results).count("sent") == 4
+    assert Delivery.objects.filter(status="sent").count() == 4
+
+
+def test_one_refused_address_does_not_stop_the_others(world, subscribed_lead, member, settings):
+    settings.EMAIL_BACKEND = "tests.digests.conftest.RefusingBackend"
+    RefusingBackend.refused = {subscribed_lead.email}
+    Subscription.objects.create(user=member)
+
+    results = weekly()
+
+    assert [(r.recipient, r.status) for r in results] == [
+        ("lena-lead@example.com", "failed"),
+        ("max-member@example.com", "sent"),
+    ]
+    refused = Delivery.objects.get(user=subscribed_lead)
+    assert (refused.permanent, refused.error) == (
+        True,
+        "Recipient refused: {'lena-lead@example.com': (550, b'No such user')}",
+    )
+    assert [m.to for m in mail.outbox] == [["max-member@example.com"]]
+    # Refused for good: the next run does not try it again.
+    assert [r.status for r in weekly()] == ["failed", "skipped_already_sent"]
+    RefusingBackend.refused = set()
+
+
+def test_a_connection_lost_while_sending_is_unknown_and_never_retried(
+    world, subscribed_lead, settings
+):
+    settings.EMAIL_BACKEND = "tests.digests.conftest.RefusingBackend"
+    RefusingBackend.dropped = {subscribed_lead.email}
+
+    (first,) = weekly()
+    RefusingBackend.dropped = set()
+    (second,) = weekly()
+
+    assert (first.status, second.status) == ("unknown", "unknown")
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts) == ("unknown", 1)
+    assert delivery.error.startswith("Connection lost while sending: SMTPServerDisconnected(")
+    assert mail.outbox == []
+
+
+def test_a_send_that_certainly_failed_is_tried_again_and_sent_once(
+    world, subscribed_lead, settings
+):
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", 9  # nothing listens: refused
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    (first,) = weekly()
+    assert first.status == "failed" and first.retry
+    assert Delivery.objects.get().error.startswith("Could not connect to the mail server:")
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    (second,) = weekly()
+    (third,) = weekly()
+
+    assert (second.status, third.status) == ("sent", "skipped_already_sent")
+    assert Delivery.objects.get().attempts == 2
+    assert len(mail.outbox) == 1
+
+
+def test_a_period_with_nothing_to_report_sends_nothing(world, subscribed_lead):
+    (result,) = digests_send(now=SEND_AT.replace(year=2024), frequency=Frequency.WEEKLY)
+
+    assert (result.status, result.findings, result.wasted) == ("nothing_to_report", 0, {})
+    assert mail.outbox == []
+
+
+def test_every_lead_is_subscribed_weekly_unless_they_opted_out(world, lead, outsider):
+    Subscription.objects.create(user=outsider, active=False)
+
+    results = weekly()
+
+    assert [r.recipient for r in results] == ["lena-lead@example.com"]
+    assert Subscription.objects.get(user=lead).frequency == "weekly"
+    assert Subscription.objects.get(user=outsider).active is False
+
+
+def test_a_weekly_digest_covers_the_seven_days_before_and_a_daily_one_the_day_before(
+    world, subscribed_lead, member
+):
+    Subscription.objects.create(user=member, frequency=Frequency.DAILY)
+
+    results = digests_send(now=SEND_AT)  # a Monday: both are due
+
+    assert [(r.recipient, r.period_start, r.period_end) for r in results] == [
+        ("lena-lead@example.com", date(2025, 3, 10), date(2025, 3, 17)),
+        ("max-member@example.com", date(2025, 3, 16), date(2025, 3, 17)),
+    ]
+    tuesday = digests_send(now=SEND_AT.replace(day=18))
+    assert [(r.recipient, r.status) for r in tuesday] == [
+        ("max-member@example.com", "nothing_to_report")
+    ]
+
+
+def test_findings_under_the_minimum_are_left_out(world, lead):
+    Subscription.objects.create(user=lead, minimum_amount=Decimal("5.01"))
+
+    (result,) = weekly()
+
+    # Idle i-a (5.00) and i-b (3.25) are under it; idle i-u (10.00) and the two unattributed
+    # findings (20.00, 15.00: listed, never counted as wasted) are not.
+    assert (result.findings, result.wasted) == (3, {"USD": "10"})
+
+
+def test_the_command_prints_one_json_object_per_delivery(world, subscribed_lead):
+    out = StringIO()
+    call_command(
+        "digests_send", "--period", "weekly", "--now", "2025-03-17T08:00:00Z", "--json", stdout=out
+    )
+    call_command(
+        "digests_send", "--period", "weekly", "--now", "2025-03-17T08:00:00", "--json", stdout=out
+    )
+
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["status"] for line in lines] == ["sent", "skipped_already_sent"]
+    assert lines[0]["wasted"] == {"USD": "18.25"}
+    assert len(mail.outbox) == 1

@@ -20,4 +20,5 @@ urlpatterns = [
     path("", include("apps.billing.urls_imports")),
     path("", include("apps.billing.urls_allocation")),
     path("", include("apps.insights.urls")),
+    path("", include("apps.insights.urls_build_or_call")),
 ]

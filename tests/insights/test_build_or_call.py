@@ -126,8 +126,7 @@ def test_data_residency_requires_self_hosting_whatever_the_cost():
     # The API would save 2,044 a month: the margin is what the requirement costs.
     assert result.monthly_margin == D("-2044")
     assert result.reasons[:2] == [
-        "required whatever the cost: data residency: the data may not leave our own "
-        "infrastructure",
+        "required whatever the cost: data residency: the data may not leave our own infrastructure",
         "it costs USD 2,044.00 a month more than the API",
     ]
 
@@ -152,9 +151,9 @@ def test_a_volume_between_replica_steps_pays_for_the_next_replica():
     assert between.api_monthly == D("8760")  # 0.008 x 1,500 x 730
     assert between.verdict == SELF_HOST
     assert between.monthly_margin == D("5110")
-    assert compute(
-        inputs(STEADY, expected_requests_per_hour=D("1000.5"))
-    ).self_hosted_monthly == D("3650")
+    assert compute(inputs(STEADY, expected_requests_per_hour=D("1000.5"))).self_hosted_monthly == D(
+        "3650"
+    )
     # Under the break-even (375) the same model is cheaper called.
     low = compute(inputs(STEADY, expected_requests_per_hour=D("300")))
     assert low.self_hosted_monthly == D("2190")

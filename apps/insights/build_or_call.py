@@ -213,8 +213,10 @@ def api_per_request(
     """None when the catalogue lacks the input or output price."""
     input_price, output_price = api.input_per_token, api.output_per_token
     if batch:
-        input_price = api.batch_input_per_token or input_price
-        output_price = api.batch_output_per_token or output_price
+        if api.batch_input_per_token is not None:
+            input_price = api.batch_input_per_token
+        if api.batch_output_per_token is not None:
+            output_price = api.batch_output_per_token
     if input_price is None or output_price is None:
         return None
     cached = api.cached_input_per_token

@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from apps.accounts.models import Organization
 from apps.deployments.selectors import deployment_for_user
@@ -77,7 +78,10 @@ def build_or_call_detail(request: HttpRequest, deployment_pk: int) -> HttpRespon
                 **{name: form.cleaned_data[name] for name in FIELDS},
             )
             messages.success(request, "Build-or-call inputs saved.")
-            return redirect("build_or_call_detail", deployment_pk=deployment.pk)
+            back = reverse("build_or_call_detail", args=[deployment.pk])
+            if "start" in request.GET:
+                back += f"?start={start.isoformat()}&end={end.isoformat()}"
+            return redirect(back)
     if request.method == "POST" and not can_save:
         messages.error(request, "Only the team's lead (or staff) saves these inputs.")
     result = selectors.build_or_call_result(

@@ -483,6 +483,8 @@ ACCESS = {
     "waste_bulk": "lead",
     "finding_detail": "member",
     "finding_action": "lead",
+    "build_or_call_list": "member",
+    "build_or_call_detail": "member",  # members preview; saving is the lead's (tested apart)
 }
 RULED = [route for route in GUARDED if not route.name.startswith("admin:")]
 

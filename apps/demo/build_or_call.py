@@ -46,7 +46,7 @@ class Pick:
 
 def _embedder(hour: datetime, rng: random.Random) -> TrafficFigures:
     # Documents embedded around the clock, a fifth more in the working day.
-    requests = int(120_000 * (1.1 if 12 <= hour.hour < 22 else 0.9) * rng.uniform(0.95, 1.05))
+    requests = int(160_000 * (1.1 if 12 <= hour.hour < 22 else 0.9) * rng.uniform(0.95, 1.05))
     return TrafficFigures(
         hour=hour,
         requests=requests,

@@ -41,7 +41,8 @@ def _self_hosted_points(result: Result, end: Decimal) -> tuple[list[float], list
         while capacity * step < end:
             at = capacity * step
             xs += [_f(at), _f(at)]
-            here = result.self_hosted_monthly_at(at)
+            # Worked out from the step, not from at / capacity (whose last digit may round up).
+            here = step * result.replica_monthly_cost + result.engineering_monthly_cost
             ys += [_f(here), _f(here + result.replica_monthly_cost)]  # one replica more
             step += 1
     elif capacity is not None:
@@ -122,6 +123,8 @@ def build_or_call_chart(*, result: Result) -> Chart:
                 "rangemode": "tozero",
                 "tickformat": ",.0f",
             },
+            "legend": {"orientation": "h", "y": -0.3},
+            "margin": {"b": 90},
             "shapes": shapes,
             "annotations": annotations,
         },

@@ -238,3 +238,17 @@ def test_lines_in_another_currency_are_left_out_and_said_so():
     result = compute(inputs(STEADY, other_currencies={"EUR": D("12.5")}))
     assert result.self_hosted_cost == D("72")
     assert result.notes[0] == "EUR 12.50 of lines in EUR left out (not USD)"
+
+
+def test_the_chart_draws_replica_steps_the_api_line_and_the_break_even():
+    from apps.insights.charts_build_or_call import build_or_call_chart
+
+    figure = build_or_call_chart(result=compute(inputs(STEADY))).figure
+    self_hosted, api, real = figure["data"]
+    # Axis to 3,000 (three times the real volume): a step up at each 1,000.
+    assert self_hosted["x"] == [0.0, 1000.0, 1000.0, 2000.0, 2000.0, 3000.0]
+    assert self_hosted["y"] == [2190.0, 2190.0, 3650.0, 3650.0, 5110.0, 5110.0]
+    assert api["y"] == [0.0, 17520.0]  # 0.008 x 3,000 x 730
+    assert real["x"] == [1000.0] and real["y"] == [2190.0]
+    lines = [shape for shape in figure["layout"]["shapes"] if shape["type"] == "line"]
+    assert [line["x0"] for line in lines] == [375.0]

@@ -66,7 +66,10 @@ def build_or_call_detail(request: HttpRequest, deployment_pk: int) -> HttpRespon
         data,
         instance=copy.copy(saved),  # a preview changes this copy only
         defaults=_defaults(deployment, org),
-        suggestions=selectors.api_model_suggestions(deployment=deployment),
+        # The htmx partial does not show the suggestions: not worked out for each keystroke.
+        suggestions=[]
+        if request.htmx and request.method == "GET"
+        else selectors.api_model_suggestions(deployment=deployment),
     )
     choices = saved
     if live and form.is_valid():

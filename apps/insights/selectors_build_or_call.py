@@ -18,6 +18,7 @@ from apps.spend.selectors import data_as_of, deployment_scope, spend_report
 
 from . import build_or_call
 from .models import BuildOrCallInputs, BuildOrCallSettings, ModelApiPrice
+from .selectors import default_period as findings_default_period
 
 SUGGESTIONS = 5
 # Names closer than this to the model's name are offered first; others are not offered at all.
@@ -25,13 +26,9 @@ SUGGESTION_CUTOFF = 0.3
 
 
 def default_period(*, today: date | None = None) -> tuple[date, date]:
-    """The 30 whole UTC days ending at the bill's "data as of" (else today), as findings use."""
-    as_of = data_as_of()
+    """The findings' default: the 30 whole UTC days ending at the bill's "data as of"."""
     today = today or timezone.now().astimezone(UTC).date()
-    end = as_of.date() if as_of is not None else today + timedelta(days=1)
-    if as_of is not None and (as_of.hour or as_of.minute or as_of.second):
-        end += timedelta(days=1)
-    return end - timedelta(days=30), end
+    return findings_default_period(as_of=data_as_of(), today=today)
 
 
 def inputs_for(*, deployment: Deployment) -> BuildOrCallInputs:

@@ -22,4 +22,5 @@ urlpatterns = [
     path("", include("apps.insights.urls")),
     path("", include("apps.trackers.urls")),
     path("", include("apps.digests.urls")),
+    path("", include("apps.insights.urls_build_or_call")),
 ]

@@ -17,6 +17,7 @@ from apps.accounts.models import Membership, Organization, Team
 from apps.demo.seed import DEMO_HISTORY_DAYS, DEMO_ORGANIZATION_NAME
 from apps.deployments.models import Deployment, DeploymentResource, Model
 from apps.experiments.models import Experiment, ExperimentResource
+from apps.insights.selectors_build_or_call import build_or_call_all, default_period
 from apps.projects.models import Project, TagKeyAlias
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,6 +123,27 @@ def test_full_demo_covers_every_status_and_kind_with_a_dozen_projects():
     assert Deployment.objects.filter(is_fine_tuned=True).count() == 2
     assert Experiment.objects.filter(is_spot=True).count() == 14
     assert Project.objects.filter(monthly_budget__isnull=True).count() == 1
+    # Build or call (apps/demo/build_or_call.py): a model of each verdict, with hourly traffic
+    # and an API model picked.
+    start, end = default_period()
+    verdicts = {
+        row.deployment.name: (
+            row.result.verdict,
+            row.result.inputs.api.name,
+            row.result.requests > 0,
+        )
+        for row in build_or_call_all(start=start, end=end)
+        if row.result.inputs.api is not None
+    }
+    assert verdicts == {
+        "embedder-api": ("self_host", "text-embedding-3-large", True),
+        "support-llm-8b": (
+            "call_api",
+            "together_ai/meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo",
+            True,
+        ),
+        "seg-batch-nightly": ("self_host_required", "gpt-4o", True),
+    }
 
 
 def test_run_times_agree_with_their_status_and_lie_in_the_last_three_months():

@@ -495,6 +495,8 @@ ACCESS = {
     "finding_action": "lead",
     "digest_settings": "member",
     "digest_preview": "member",
+    "build_or_call_list": "member",
+    "build_or_call_detail": "member",  # members preview; saving is the lead's (tested apart)
 }
 RULED = [route for route in GUARDED if not route.name.startswith("admin:")]
 

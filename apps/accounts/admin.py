@@ -14,6 +14,7 @@ class OrganizationAdmin(admin.ModelAdmin):
         "time_zone",
         "idle_threshold_percent",
         "engineering_hourly_rate",
+        "engineering_hours_per_month",
     ]
 
     def has_add_permission(self, request) -> bool:

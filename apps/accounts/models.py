@@ -25,6 +25,14 @@ class Organization(models.Model):
         default=Decimal("100"),
         help_text="Cost of an engineer's hour, in the organisation's currency (build or call).",
     )
+    engineering_hours_per_month = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        default=Decimal("20"),
+        validators=[MinValueValidator(0)],
+        help_text="Engineering hours a month that running a self-hosted model takes, unless its "
+        "build-or-call page says otherwise.",
+    )
 
     class Meta:
         verbose_name = "organisation"

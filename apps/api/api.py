@@ -15,7 +15,16 @@ from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
 
 from .auth import BearerToken
-from .routers import deployments, experiments, findings, host_mappings, models, projects, spend
+from .routers import (
+    build_or_call,
+    deployments,
+    experiments,
+    findings,
+    host_mappings,
+    models,
+    projects,
+    spend,
+)
 
 api = NinjaAPI(
     title="costsite API",
@@ -39,6 +48,7 @@ api.add_router("/projects", experiments.router)
 api.add_router("/projects", models.router)
 api.add_router("/projects", deployments.router)
 api.add_router("/projects", spend.router)
+api.add_router("/projects", build_or_call.router)
 api.add_router("/host-mappings", host_mappings.router)
 api.add_router("/findings", findings.router)
 

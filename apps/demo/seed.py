@@ -35,6 +35,7 @@ from apps.projects.models import Project, TagKeyAlias
 from apps.projects.services import project_create
 
 from .billing import demo_billing_load
+from .build_or_call import demo_build_or_call_load
 from .catalogue import (
     DURATION_HOURS,
     HARDWARE,
@@ -87,6 +88,8 @@ DEMO_DATA_STEPS: list[tuple[str, DemoDataStep]] = [
     ("tracker-runs", demo_tracker_runs_load),
     ("billing", demo_billing_load),
     ("gpu-metrics", demo_gpu_metrics_load),
+    # After the bill: the verdicts read the deployments' spend (traffic only where none is).
+    ("build-or-call", demo_build_or_call_load),
 ]
 
 

@@ -1,6 +1,8 @@
 from django.contrib import admin
 
 from .models import (
+    BuildOrCallInputs,
+    BuildOrCallSettings,
     Finding,
     FindingEvent,
     GpuInstancePrice,
@@ -73,3 +75,40 @@ class ModelApiPriceAdmin(admin.ModelAdmin):
 class StorageEgressPriceAdmin(admin.ModelAdmin):
     list_display = ["provider", "service", "item", "region", "volume_tier", "unit", "price"]
     list_filter = ["provider", "service"]
+
+
+# -- Build or call (issue 19) ---------------------------------------------------------------------
+
+
+@admin.register(BuildOrCallInputs)
+class BuildOrCallInputsAdmin(admin.ModelAdmin):
+    list_display = [
+        "deployment",
+        "api_model",
+        "expected_requests_per_hour",
+        "engineering_hours_per_month",
+        "capacity_per_replica_hour",
+        "updated_by",
+        "updated_at",
+    ]
+    search_fields = ["deployment__name", "api_model"]
+    raw_id_fields = ["deployment"]
+    readonly_fields = ["updated_by"]
+
+
+@admin.register(BuildOrCallSettings)
+class BuildOrCallSettingsAdmin(admin.ModelAdmin):
+    list_display = [
+        "__str__",
+        "low_requests_per_hour",
+        "high_requests_per_hour",
+        "spiky_idle_share",
+        "spiky_variation",
+        "steady_variation",
+    ]
+
+    def has_add_permission(self, request) -> bool:
+        return not BuildOrCallSettings.objects.exists()
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

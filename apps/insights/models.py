@@ -360,3 +360,96 @@ class StorageEgressPrice(CatalogueRow):
 
 def hour_floor(moment: datetime) -> datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
+
+
+# -- Build or call (issue 19) ---------------------------------------------------------------------
+# Kept apart from the findings above: the inputs a lead saves for a deployment's build-or-call
+# page, and the organisation's thresholds for the traffic shape. The computation is
+# build_or_call.py; reads selectors_build_or_call.py, writes services_build_or_call.py.
+
+
+class BuildOrCallInputs(models.Model):
+    """A deployment's saved build-or-call inputs; an empty field takes the default (the
+    organisation's engineering hours, the observed volume, capacity and latency objective)."""
+
+    deployment = models.OneToOneField(
+        "deployments.Deployment", on_delete=models.CASCADE, related_name="build_or_call_inputs"
+    )
+    # The catalogue's unique name, not a key: reloading the catalogue replaces its rows.
+    api_model = models.CharField(max_length=300, blank=True)
+    api_serves_fine_tuned = models.BooleanField(
+        "the API's provider can serve our fine-tuned model", default=False
+    )
+    expected_requests_per_hour = models.DecimalField(
+        max_digits=16, decimal_places=2, null=True, blank=True, validators=[MinValueValidator(0)]
+    )
+    engineering_hours_per_month = models.DecimalField(
+        max_digits=8, decimal_places=2, null=True, blank=True, validators=[MinValueValidator(0)]
+    )
+    capacity_per_replica_hour = models.DecimalField(
+        "requests one replica serves per hour",
+        max_digits=16,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0.01"))],
+    )
+    latency_objective_ms = models.PositiveIntegerField(null=True, blank=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "build-or-call inputs"
+        verbose_name_plural = "build-or-call inputs"
+
+    def __str__(self) -> str:
+        return f"Build or call: {self.deployment}"
+
+
+class BuildOrCallSettings(models.Model):
+    """The thresholds that name a traffic shape "low or spiky" or "high and steady" (one row)."""
+
+    low_requests_per_hour = models.DecimalField(
+        max_digits=16,
+        decimal_places=2,
+        default=Decimal("100"),
+        help_text="Under this mean volume, traffic is low.",
+    )
+    high_requests_per_hour = models.DecimalField(
+        max_digits=16,
+        decimal_places=2,
+        default=Decimal("1000"),
+        help_text="From this mean volume, traffic is high.",
+    )
+    spiky_idle_share = models.DecimalField(
+        max_digits=5,
+        decimal_places=4,
+        default=Decimal("0.25"),
+        help_text="From this share of hours without traffic, traffic is spiky.",
+    )
+    spiky_variation = models.DecimalField(
+        max_digits=8,
+        decimal_places=4,
+        default=Decimal("1"),
+        help_text="From this coefficient of variation of hourly requests, traffic is spiky.",
+    )
+    steady_variation = models.DecimalField(
+        max_digits=8,
+        decimal_places=4,
+        default=Decimal("0.5"),
+        help_text="Up to this coefficient of variation, traffic is steady.",
+    )
+
+    class Meta:
+        verbose_name = "build-or-call settings"
+        verbose_name_plural = "build-or-call settings"
+
+    def __str__(self) -> str:
+        return "Build-or-call settings"
+
+    @classmethod
+    def get(cls) -> "BuildOrCallSettings":
+        row = cls.objects.order_by("pk").first()
+        return row or cls.objects.create()

@@ -48,7 +48,8 @@ class HourFigure:
     measured: bool = True
     idle_share: Decimal | None = None
     owner: tuple = (None, None, None)  # project, experiment, deployment of most of the spend
-    owner_spend: Decimal = Decimal("0")
+    owner_spend: Decimal | None = None
+    counts: tuple[int, int] | None = None  # idle samples, samples of the GPUs that reported
 
 
 @dataclass
@@ -99,6 +100,20 @@ def _lines(period: tuple[date | None, date | None], condition: Q, key_fields: tu
     )
 
 
+def rounded(numerator: int, denominator: int, places: int) -> Decimal:
+    """numerator ÷ denominator to `places` decimals, half to even, exactly (integers only:
+    the SQL path computes the same, so both give the same figures to the last place)."""
+    quotient, remainder = divmod(abs(numerator), denominator)
+    if 2 * remainder > denominator or (2 * remainder == denominator and quotient % 2):
+        quotient += 1
+    return Decimal(-quotient if numerator < 0 else quotient).scaleb(-places)
+
+
+def _owner_rank(per_hour: Decimal, owner: tuple) -> tuple:
+    """The hour's owner: the part with the most money, ties to the lowest ids (nulls last)."""
+    return (-per_hour, *((value is None, value or 0) for value in owner))
+
+
 def _add(
     subject: SubjectHours,
     row: dict,
@@ -120,19 +135,31 @@ def _add(
             figure = subject.hours[(hour, row["billing_currency"])] = HourFigure(
                 row["billing_currency"]
             )
+            if share_of is not None:
+                counts = share_of.get(hour)
+                if counts is None:
+                    figure.measured = False
+                else:
+                    figure.counts = counts
+                    figure.idle_share = rounded(counts[0] * 10**10, counts[1], 10)
         figure.spend += per_hour
-        if per_hour > figure.owner_spend:
+        if figure.owner_spend is None or _owner_rank(per_hour, owner) < _owner_rank(
+            figure.owner_spend, figure.owner
+        ):
             figure.owner, figure.owner_spend = owner, per_hour
-        if share_of is None:  # unattributed: all of it is the finding's money
-            figure.wasted += per_hour
-            continue
-        counts = share_of.get(hour)
-        if counts is None:
-            figure.measured = False
-            continue
-        idle, samples = counts
-        figure.idle_share = Decimal(idle) / Decimal(samples)
-        figure.wasted += per_hour * idle / samples
+
+
+def _settle(subjects: dict[str, SubjectHours], *, all_wasted: bool) -> dict[str, SubjectHours]:
+    """Each hour's wasted from its whole spend: all of it (unattributed), or spend × idle
+    samples ÷ samples rounded once (half to even at the stored scale)."""
+    for subject in subjects.values():
+        for figure in subject.hours.values():
+            if all_wasted:
+                figure.wasted = figure.spend
+            elif figure.counts is not None:
+                idle, samples = figure.counts
+                figure.wasted = rounded(int(figure.spend.scaleb(15)) * idle, samples, 15)
+    return subjects
 
 
 def idle_gpu_hours(*, start: date | None, end: date | None) -> dict[str, SubjectHours]:
@@ -178,7 +205,7 @@ def idle_gpu_hours(*, start: date | None, end: date | None) -> dict[str, Subject
                 line_key=resource, resource_id=resource, gpus=len(gpus)
             )
         _add(subjects[resource], row, shares[resource], window)
-    return subjects
+    return _settle(subjects, all_wasted=False)
 
 
 def unattributed_hours(*, start: date | None, end: date | None) -> dict[str, SubjectHours]:
@@ -202,4 +229,4 @@ def unattributed_hours(*, start: date | None, end: date | None) -> dict[str, Sub
                 service_name=row["service_name"] if not resource else "",
             )
         _add(subject, row, None, window)
-    return subjects
+    return _settle(subjects, all_wasted=True)

@@ -230,3 +230,198 @@ def unattributed_hours(*, start: date | None, end: date | None) -> dict[str, Sub
             )
         _add(subject, row, None, window)
     return _settle(subjects, all_wasted=True)
+
+
+# -- The same in SQL (PostgreSQL) ---------------------------------------------------------------
+#
+# On PostgreSQL the kinds above are computed where the lines are: the lines are grouped and spread
+# over their hours (generate_series), the GPU rollup is summed per resource and hour through a
+# temporary table of the GPU-to-resource resolution, and the hours land in a temporary table
+# (HOURS_TABLE) that services.py turns into findings and FindingHour rows with INSERT ... SELECT.
+# The figures are those of the Python path above to the last place (tests/insights/test_sql.py):
+# even parts truncated at the stored scale with the remainder on the last hour, an hour's wasted
+# its whole spend × idle samples ÷ samples rounded once, half to even.
+
+HOURS_TABLE = "insights_hours_tmp"
+RESOLUTION_TABLE = "insights_resolution_tmp"
+SCALE = 15
+
+
+def hours_table_create(cursor) -> None:
+    """A fresh temporary table of a kind's hours, one row per line key, hour and currency."""
+    cursor.execute(f"DROP TABLE IF EXISTS {HOURS_TABLE}")
+    cursor.execute(
+        f"""CREATE TEMPORARY TABLE {HOURS_TABLE} (
+            line_key varchar(1500) NOT NULL,
+            resource_id varchar(1000) NOT NULL,
+            billing_account_id varchar(200) NOT NULL,
+            service_name varchar(200) NOT NULL,
+            hour timestamptz NOT NULL,
+            currency varchar(10) NOT NULL,
+            wasted numeric(38, 15) NOT NULL,
+            spend numeric(38, 15) NOT NULL,
+            measured boolean NOT NULL,
+            idle_share numeric(12, 10),
+            project_id bigint,
+            experiment_id bigint,
+            deployment_id bigint
+        )"""
+    )
+
+
+def _half_even(numerator: str, denominator: str) -> str:
+    """SQL for `rounded` (numerator and denominator integral): the quotient half to even."""
+    num, den = f"abs({numerator})", f"({denominator})"
+    quotient, remainder = f"div({num}, {den})", f"mod({num}, {den})"
+    return (
+        f"(sign({numerator}) * ({quotient} + CASE WHEN 2 * {remainder} > {den} OR "
+        f"(2 * {remainder} = {den} AND mod({quotient}, 2) = 1) THEN 1 ELSE 0 END))"
+    )
+
+
+def _spread_sql(
+    condition: str, keys: tuple[str, ...], window: tuple[datetime | None, datetime | None]
+) -> tuple[str, list]:
+    """SQL of the grouped lines' parts, one row per line group and hour in the window: the keys,
+    billing_currency, the owner, hour and per_hour (as `_lines` and `_add`)."""
+    low, high = window
+    where, params, hour_where = [condition], [], ["TRUE"]
+    if low is not None:
+        where.append("charge_period_end > %s")
+        hour_where.append("parts.hour >= %s")
+    if high is not None:
+        where.append("charge_period_start < %s")
+        hour_where.append("parts.hour < %s")
+    params = [moment for moment in window if moment is not None] * 2
+    columns = ", ".join(keys)
+    group = f"{columns}, charge_period_start, charge_period_end, billing_currency, project_id, "
+    group += "experiment_id, deployment_id"
+    sql = f"""
+        SELECT parts.*,
+               CASE WHEN parts.k = parts.n - 1 THEN parts.cost - parts.part * (parts.n - 1)
+                    ELSE parts.part END AS per_hour
+        FROM (
+            SELECT grouped.*, grouped.first + grouped.k * interval '1 hour' AS hour
+            FROM (
+                SELECT lines.*, div(lines.cost * 1e{SCALE}, lines.n) * 1e-{SCALE} AS part, k
+                FROM (
+                    SELECT {group}, sum(effective_cost) AS cost,
+                           date_trunc('hour', charge_period_start, 'UTC') AS first,
+                           greatest(1, ceil(extract(epoch FROM charge_period_end
+                               - date_trunc('hour', charge_period_start, 'UTC')) / 3600))::int
+                               AS n
+                    FROM billing_costlineitem
+                    WHERE {" AND ".join(where)}
+                    GROUP BY {group}
+                ) AS lines
+                CROSS JOIN LATERAL generate_series(0, lines.n - 1) AS k
+            ) AS grouped
+        ) AS parts
+        WHERE {" AND ".join(hour_where)}
+    """
+    return sql, params
+
+
+OWNER_SQL = ", ".join(
+    f"(array_agg(parts.{column} ORDER BY parts.per_hour DESC, parts.project_id NULLS LAST, "
+    f"parts.experiment_id NULLS LAST, parts.deployment_id NULLS LAST))[1] AS {column}"
+    for column in ("project_id", "experiment_id", "deployment_id")
+)
+
+
+def idle_gpu_sql(cursor, *, start: date | None, end: date | None) -> dict[str, dict]:
+    """idle_gpu_hours into HOURS_TABLE; returns each subject's evidence (its GPUs)."""
+    gpus_of: dict[str, set[int]] = defaultdict(set)
+    for gpu_id, resolution in gpu_resolutions().items():
+        gpus_of[resolution.resource_id].add(gpu_id)
+        gpus_of[tail(resolution.resource_id)].add(gpu_id)
+    # A line's resource is one of the keys; its GPUs are those of the key and of its tail.
+    resolution = {
+        resource: gpus | gpus_of.get(tail(resource), set()) for resource, gpus in gpus_of.items()
+    }
+    cursor.execute(f"DROP TABLE IF EXISTS {RESOLUTION_TABLE}")
+    cursor.execute(
+        f"CREATE TEMPORARY TABLE {RESOLUTION_TABLE} "
+        "(resource_id varchar(1000) NOT NULL, gpu_id bigint NOT NULL)"
+    )
+    with cursor.copy(f"COPY {RESOLUTION_TABLE} (resource_id, gpu_id) FROM STDIN") as copy:
+        for resource, gpus in resolution.items():
+            for gpu in gpus:
+                copy.write_row((resource, gpu))
+    cursor.execute(f"ANALYZE {RESOLUTION_TABLE}")
+    window = _window(start, end)
+    gpu_where, gpu_params = ["hours.util_samples > 0"], []
+    if window[0] is not None:
+        gpu_where.append("hours.hour >= %s")
+        gpu_params.append(window[0])
+    if window[1] is not None:
+        gpu_where.append("hours.hour < %s")
+        gpu_params.append(window[1])
+    spread, spread_params = _spread_sql(
+        f"cost_kind = '{CostKind.GPU_COMPUTE}' AND resource_id IN "
+        f"(SELECT resource_id FROM {RESOLUTION_TABLE})",
+        ("resource_id",),
+        window,
+    )
+    wasted = _half_even(f"spent.spend * 1e{SCALE} * shares.idle", "shares.samples")
+    share = _half_even("shares.idle * 1e10", "shares.samples")
+    cursor.execute(
+        f"""
+        INSERT INTO {HOURS_TABLE}
+        SELECT spent.resource_id, spent.resource_id, '', '', spent.hour, spent.currency,
+               CASE WHEN shares.samples IS NULL THEN 0 ELSE {wasted} * 1e-{SCALE} END,
+               spent.spend, shares.samples IS NOT NULL,
+               CASE WHEN shares.samples IS NULL THEN NULL ELSE {share} * 1e-10 END,
+               spent.project_id, spent.experiment_id, spent.deployment_id
+        FROM (
+            SELECT parts.resource_id, parts.hour, parts.billing_currency AS currency,
+                   sum(parts.per_hour) AS spend, {OWNER_SQL}
+            FROM ({spread}) AS parts
+            GROUP BY parts.resource_id, parts.hour, parts.billing_currency
+        ) AS spent
+        LEFT JOIN (
+            SELECT resolution.resource_id, hours.hour,
+                   sum(round(coalesce(hours.idle_share, 0) * hours.util_samples))::bigint AS idle,
+                   sum(hours.util_samples)::bigint AS samples
+            FROM {RESOLUTION_TABLE} AS resolution
+            JOIN gpu_gpuhour AS hours ON hours.gpu_id = resolution.gpu_id
+            WHERE {" AND ".join(gpu_where)}
+            GROUP BY resolution.resource_id, hours.hour
+        ) AS shares ON shares.resource_id = spent.resource_id AND shares.hour = spent.hour
+        """,
+        [*spread_params, *gpu_params],
+    )
+    cursor.execute(f"SELECT DISTINCT line_key FROM {HOURS_TABLE}")
+    return {key: {"gpus": len(resolution[key])} for (key,) in cursor.fetchall()}
+
+
+def unattributed_sql(cursor, *, start: date | None, end: date | None) -> dict[str, dict]:
+    """unattributed_hours into HOURS_TABLE (all of an hour's spend is the finding's money)."""
+    spread, params = _spread_sql(
+        "project_id IS NULL",
+        ("resource_id", "billing_account_id", "service_name"),
+        _window(start, end),
+    )
+    cursor.execute(
+        f"""
+        INSERT INTO {HOURS_TABLE}
+        SELECT CASE WHEN spent.resource_id <> '' THEN spent.resource_id
+                    ELSE spent.account || '/' || spent.service END,
+               spent.resource_id, spent.account, spent.service, spent.hour, spent.currency,
+               spent.spend, spent.spend, TRUE, NULL,
+               spent.project_id, spent.experiment_id, spent.deployment_id
+        FROM (
+            SELECT parts.resource_id,
+                   CASE WHEN parts.resource_id <> '' THEN '' ELSE parts.billing_account_id END
+                       AS account,
+                   CASE WHEN parts.resource_id <> '' THEN '' ELSE parts.service_name END
+                       AS service,
+                   parts.hour, parts.billing_currency AS currency,
+                   sum(parts.per_hour) AS spend, {OWNER_SQL}
+            FROM ({spread}) AS parts
+            GROUP BY 1, 2, 3, parts.hour, parts.billing_currency
+        ) AS spent
+        """,
+        params,
+    )
+    return {}

@@ -322,11 +322,34 @@ def _spread_sql(
     return sql, params
 
 
-OWNER_SQL = ", ".join(
-    f"(array_agg(parts.{column} ORDER BY parts.per_hour DESC, parts.project_id NULLS LAST, "
-    f"parts.experiment_id NULLS LAST, parts.deployment_id NULLS LAST))[1] AS {column}"
-    for column in ("project_id", "experiment_id", "deployment_id")
-)
+NO_ID = 9223372036854775807  # stands for a null id in the owner's ranking: nulls last
+
+
+def _hourly_sql(spread: str, keys: dict[str, str]) -> str:
+    """SQL of the parts summed per keys (alias -> expression), hour and currency, with the owner
+    of the part with the most money, ties to the lowest ids, nulls last (`_owner_rank`): the
+    least of [-money, ids] arrays, so one hash aggregate does it, no sort."""
+    columns = ", ".join(f"{expression} AS {alias}" for alias, expression in keys.items())
+    rank = ", ".join(
+        ["-parts.per_hour"]
+        + [
+            f"coalesce(parts.{column}, {NO_ID})"
+            for column in ("project_id", "experiment_id", "deployment_id")
+        ]
+    )
+    owner = ", ".join(
+        f"nullif(hourly.owner[{place}], {NO_ID})::bigint AS {column}"
+        for place, column in ((2, "project_id"), (3, "experiment_id"), (4, "deployment_id"))
+    )
+    return f"""
+        SELECT hourly.*, {owner}
+        FROM (
+            SELECT {columns}, parts.hour, parts.billing_currency AS currency,
+                   sum(parts.per_hour) AS spend, min(ARRAY[{rank}]::numeric[]) AS owner
+            FROM ({spread}) AS parts
+            GROUP BY {", ".join(keys.values())}, parts.hour, parts.billing_currency
+        ) AS hourly
+    """
 
 
 def idle_gpu_sql(cursor, *, start: date | None, end: date | None) -> dict[str, dict]:
@@ -373,12 +396,7 @@ def idle_gpu_sql(cursor, *, start: date | None, end: date | None) -> dict[str, d
                spent.spend, shares.samples IS NOT NULL,
                CASE WHEN shares.samples IS NULL THEN NULL ELSE {share} * 1e-10 END,
                spent.project_id, spent.experiment_id, spent.deployment_id
-        FROM (
-            SELECT parts.resource_id, parts.hour, parts.billing_currency AS currency,
-                   sum(parts.per_hour) AS spend, {OWNER_SQL}
-            FROM ({spread}) AS parts
-            GROUP BY parts.resource_id, parts.hour, parts.billing_currency
-        ) AS spent
+        FROM ({_hourly_sql(spread, {"resource_id": "parts.resource_id"})}) AS spent
         LEFT JOIN (
             SELECT resolution.resource_id, hours.hour,
                    sum(round(coalesce(hours.idle_share, 0) * hours.util_samples))::bigint AS idle,
@@ -402,6 +420,12 @@ def unattributed_sql(cursor, *, start: date | None, end: date | None) -> dict[st
         ("resource_id", "billing_account_id", "service_name"),
         _window(start, end),
     )
+    # A resource's lines are one subject whatever their account and service (as the Python path).
+    subject = {
+        "resource_id": "parts.resource_id",
+        "account": "CASE WHEN parts.resource_id <> '' THEN '' ELSE parts.billing_account_id END",
+        "service": "CASE WHEN parts.resource_id <> '' THEN '' ELSE parts.service_name END",
+    }
     cursor.execute(
         f"""
         INSERT INTO {HOURS_TABLE}
@@ -410,17 +434,7 @@ def unattributed_sql(cursor, *, start: date | None, end: date | None) -> dict[st
                spent.resource_id, spent.account, spent.service, spent.hour, spent.currency,
                spent.spend, spent.spend, TRUE, NULL,
                spent.project_id, spent.experiment_id, spent.deployment_id
-        FROM (
-            SELECT parts.resource_id,
-                   CASE WHEN parts.resource_id <> '' THEN '' ELSE parts.billing_account_id END
-                       AS account,
-                   CASE WHEN parts.resource_id <> '' THEN '' ELSE parts.service_name END
-                       AS service,
-                   parts.hour, parts.billing_currency AS currency,
-                   sum(parts.per_hour) AS spend, {OWNER_SQL}
-            FROM ({spread}) AS parts
-            GROUP BY 1, 2, 3, parts.hour, parts.billing_currency
-        ) AS spent
+        FROM ({_hourly_sql(spread, subject)}) AS spent
         """,
         params,
     )

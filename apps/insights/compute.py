@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_DOWN, Decimal
 
-from django.db.models import Q, Sum
+from django.db.models import F, Q
 
 # Spend reads: the one place this app reads the bill and the GPU rollup's resolution (the
 # integrator points these at apps.spend when it exists).
@@ -76,7 +76,8 @@ def _hours_of(start: datetime, end: datetime) -> list[datetime]:
 
 
 def _lines(period: tuple[date | None, date | None], condition: Q, key_fields: tuple[str, ...]):
-    """The lines' EffectiveCost grouped by key, charge period, currency and owner, in SQL."""
+    """The lines (key, charge period, currency, owner and EffectiveCost as `cost`), each spread
+    over its own hours (the SQL path does the same: no grouping before spreading)."""
     # Every line whose charge period overlaps the period (its hours outside it are dropped).
     lines = CostLineItem.objects.filter(condition)
     start, end = period
@@ -93,8 +94,8 @@ def _lines(period: tuple[date | None, date | None], condition: Q, key_fields: tu
             "project_id",
             "experiment_id",
             "deployment_id",
+            cost=F("effective_cost"),
         )
-        .annotate(cost=Sum("effective_cost"))
         .order_by()
         .iterator(chunk_size=20_000)
     )
@@ -269,23 +270,14 @@ def hours_table_create(cursor) -> None:
     )
 
 
-def _half_even(numerator: str, denominator: str) -> str:
-    """SQL for `rounded` (numerator and denominator integral): the quotient half to even."""
-    num, den = f"abs({numerator})", f"({denominator})"
-    quotient, remainder = f"div({num}, {den})", f"mod({num}, {den})"
-    return (
-        f"(sign({numerator}) * ({quotient} + CASE WHEN 2 * {remainder} > {den} OR "
-        f"(2 * {remainder} = {den} AND mod({quotient}, 2) = 1) THEN 1 ELSE 0 END))"
-    )
-
-
 def _spread_sql(
     condition: str, keys: tuple[str, ...], window: tuple[datetime | None, datetime | None]
 ) -> tuple[str, list]:
-    """SQL of the grouped lines' parts, one row per line group and hour in the window: the keys,
-    billing_currency, the owner, hour and per_hour (as `_lines` and `_add`)."""
+    """SQL of the lines' parts, one row per line and hour in the window: the keys,
+    billing_currency, the owner, hour and per_hour (as `_lines` and `_add`: even parts truncated
+    at the stored scale, the remainder on the last hour)."""
     low, high = window
-    where, params, hour_where = [condition], [], ["TRUE"]
+    where, hour_where = [condition], ["TRUE"]
     if low is not None:
         where.append("charge_period_end > %s")
         hour_where.append("parts.hour >= %s")
@@ -294,28 +286,24 @@ def _spread_sql(
         hour_where.append("parts.hour < %s")
     params = [moment for moment in window if moment is not None] * 2
     columns = ", ".join(keys)
-    group = f"{columns}, charge_period_start, charge_period_end, billing_currency, project_id, "
-    group += "experiment_id, deployment_id"
     sql = f"""
         SELECT parts.*,
                CASE WHEN parts.k = parts.n - 1 THEN parts.cost - parts.part * (parts.n - 1)
                     ELSE parts.part END AS per_hour
         FROM (
-            SELECT grouped.*, grouped.first + grouped.k * interval '1 hour' AS hour
+            SELECT lines.*, lines.first + k * interval '1 hour' AS hour, k,
+                   CASE WHEN lines.n = 1 THEN lines.cost
+                        ELSE div(lines.cost * 1e{SCALE}, lines.n) * 1e-{SCALE} END AS part
             FROM (
-                SELECT lines.*, div(lines.cost * 1e{SCALE}, lines.n) * 1e-{SCALE} AS part, k
-                FROM (
-                    SELECT {group}, sum(effective_cost) AS cost,
-                           date_trunc('hour', charge_period_start, 'UTC') AS first,
-                           greatest(1, ceil(extract(epoch FROM charge_period_end
-                               - date_trunc('hour', charge_period_start, 'UTC')) / 3600))::int
-                               AS n
-                    FROM billing_costlineitem
-                    WHERE {" AND ".join(where)}
-                    GROUP BY {group}
-                ) AS lines
-                CROSS JOIN LATERAL generate_series(0, lines.n - 1) AS k
-            ) AS grouped
+                SELECT {columns}, billing_currency, project_id, experiment_id, deployment_id,
+                       effective_cost AS cost,
+                       date_trunc('hour', charge_period_start, 'UTC') AS first,
+                       greatest(1, ceil(extract(epoch FROM charge_period_end
+                           - date_trunc('hour', charge_period_start, 'UTC')) / 3600))::int AS n
+                FROM billing_costlineitem
+                WHERE {" AND ".join(where)}
+            ) AS lines
+            CROSS JOIN LATERAL generate_series(0, lines.n - 1) AS k
         ) AS parts
         WHERE {" AND ".join(hour_where)}
     """
@@ -386,26 +374,55 @@ def idle_gpu_sql(cursor, *, start: date | None, end: date | None) -> dict[str, d
         ("resource_id",),
         window,
     )
-    wasted = _half_even(f"spent.spend * 1e{SCALE} * shares.idle", "shares.samples")
-    share = _half_even("shares.idle * 1e10", "shares.samples")
+    # wasted = spend × idle ÷ samples and idle_share = idle ÷ samples, half to even at 15 and 10
+    # places (`rounded`): the quotient and remainder of whole numbers, each computed once (OFFSET
+    # 0 keeps the planner from copying the expressions into every use).
     cursor.execute(
         f"""
         INSERT INTO {HOURS_TABLE}
-        SELECT spent.resource_id, spent.resource_id, '', '', spent.hour, spent.currency,
-               CASE WHEN shares.samples IS NULL THEN 0 ELSE {wasted} * 1e-{SCALE} END,
-               spent.spend, shares.samples IS NOT NULL,
-               CASE WHEN shares.samples IS NULL THEN NULL ELSE {share} * 1e-10 END,
-               spent.project_id, spent.experiment_id, spent.deployment_id
-        FROM ({_hourly_sql(spread, {"resource_id": "parts.resource_id"})}) AS spent
-        LEFT JOIN (
-            SELECT resolution.resource_id, hours.hour,
-                   sum(round(coalesce(hours.idle_share, 0) * hours.util_samples))::bigint AS idle,
-                   sum(hours.util_samples)::bigint AS samples
-            FROM {RESOLUTION_TABLE} AS resolution
-            JOIN gpu_gpuhour AS hours ON hours.gpu_id = resolution.gpu_id
-            WHERE {" AND ".join(gpu_where)}
-            GROUP BY resolution.resource_id, hours.hour
-        ) AS shares ON shares.resource_id = spent.resource_id AND shares.hour = spent.hour
+        SELECT divided.resource_id, divided.resource_id, '', '', divided.hour, divided.currency,
+               CASE WHEN divided.samples IS NULL THEN 0
+                    ELSE (divided.quotient + CASE
+                        WHEN 2 * abs(divided.remainder) > divided.samples
+                          OR (2 * abs(divided.remainder) = divided.samples
+                              AND mod(divided.quotient, 2) <> 0)
+                        THEN sign(divided.remainder) ELSE 0 END) * 1e-{SCALE} END,
+               divided.spend, divided.samples IS NOT NULL,
+               CASE WHEN divided.samples IS NULL THEN NULL
+                    ELSE (divided.share_quotient + CASE
+                        WHEN 2 * divided.share_remainder > divided.samples
+                          OR (2 * divided.share_remainder = divided.samples
+                              AND mod(divided.share_quotient, 2) = 1)
+                        THEN 1 ELSE 0 END) * 1e-10 END,
+               divided.project_id, divided.experiment_id, divided.deployment_id
+        FROM (
+            SELECT quotients.*,
+                   quotients.numerator - quotients.quotient * quotients.samples AS remainder
+            FROM (
+                SELECT joined.*, div(joined.numerator, joined.samples) AS quotient,
+                       joined.idle * 10000000000 / joined.samples AS share_quotient,
+                       mod(joined.idle * 10000000000, joined.samples) AS share_remainder
+                FROM (
+                    SELECT spent.*, shares.idle, shares.samples,
+                           spent.spend * 1e{SCALE} * shares.idle AS numerator
+                    FROM ({_hourly_sql(spread, {"resource_id": "parts.resource_id"})}) AS spent
+                    LEFT JOIN (
+                        SELECT resolution.resource_id, hours.hour,
+                               sum(round(coalesce(hours.idle_share, 0) * hours.util_samples))
+                                   ::bigint AS idle,
+                               sum(hours.util_samples)::bigint AS samples
+                        FROM {RESOLUTION_TABLE} AS resolution
+                        JOIN gpu_gpuhour AS hours ON hours.gpu_id = resolution.gpu_id
+                        WHERE {" AND ".join(gpu_where)}
+                        GROUP BY resolution.resource_id, hours.hour
+                    ) AS shares
+                      ON shares.resource_id = spent.resource_id AND shares.hour = spent.hour
+                    OFFSET 0
+                ) AS joined
+                OFFSET 0
+            ) AS quotients
+            OFFSET 0
+        ) AS divided
         """,
         [*spread_params, *gpu_params],
     )

@@ -110,9 +110,13 @@ def rounded(numerator: int, denominator: int, places: int) -> Decimal:
     return Decimal(-quotient if numerator < 0 else quotient).scaleb(-places)
 
 
+RANK_CAP = Decimal("9000")  # parts of more an hour rank as equal (SQL ranks them in a bigint)
+
+
 def _owner_rank(per_hour: Decimal, owner: tuple) -> tuple:
-    """The hour's owner: the part with the most money, ties to the lowest ids (nulls last)."""
-    return (-per_hour, *((value is None, value or 0) for value in owner))
+    """The hour's owner: the part with the most money (up to RANK_CAP), ties to the lowest ids
+    (nulls last)."""
+    return (-max(min(per_hour, RANK_CAP), -RANK_CAP), *((v is None, v or 0) for v in owner))
 
 
 def _add(
@@ -303,7 +307,10 @@ def _spread_sql(
                 FROM billing_costlineitem
                 WHERE {" AND ".join(where)}
             ) AS lines
-            CROSS JOIN LATERAL generate_series(0, lines.n - 1) AS k
+            -- An hourly line (most of them) needs no series; unnest() is estimated at ten rows
+            -- a line where a generate_series would be at a thousand (and the plan sized so).
+            CROSS JOIN LATERAL unnest(CASE WHEN lines.n = 1 THEN ARRAY[0]
+                ELSE ARRAY(SELECT generate_series(0, lines.n - 1)) END) AS k
         ) AS parts
         WHERE {" AND ".join(hour_where)}
     """
@@ -316,24 +323,25 @@ NO_ID = 9223372036854775807  # stands for a null id in the owner's ranking: null
 def _hourly_sql(spread: str, keys: dict[str, str]) -> str:
     """SQL of the parts summed per keys (alias -> expression), hour and currency, with the owner
     of the part with the most money, ties to the lowest ids, nulls last (`_owner_rank`): the
-    least of [-money, ids] arrays, so one hash aggregate does it, no sort."""
+    least of [-money in units of the stored scale, ids] bigint arrays, so one hash aggregate does
+    it, no sort."""
     columns = ", ".join(f"{expression} AS {alias}" for alias, expression in keys.items())
     rank = ", ".join(
-        ["-parts.per_hour"]
+        [f"-(greatest(least(parts.per_hour, {RANK_CAP}), -{RANK_CAP}) * 1e{SCALE})::bigint"]
         + [
             f"coalesce(parts.{column}, {NO_ID})"
             for column in ("project_id", "experiment_id", "deployment_id")
         ]
     )
     owner = ", ".join(
-        f"nullif(hourly.owner[{place}], {NO_ID})::bigint AS {column}"
+        f"nullif(hourly.owner[{place}], {NO_ID}) AS {column}"
         for place, column in ((2, "project_id"), (3, "experiment_id"), (4, "deployment_id"))
     )
     return f"""
         SELECT hourly.*, {owner}
         FROM (
             SELECT {columns}, parts.hour, parts.billing_currency AS currency,
-                   sum(parts.per_hour) AS spend, min(ARRAY[{rank}]::numeric[]) AS owner
+                   sum(parts.per_hour) AS spend, min(ARRAY[{rank}]) AS owner
             FROM ({spread}) AS parts
             GROUP BY {", ".join(keys.values())}, parts.hour, parts.billing_currency
         ) AS hourly

@@ -256,11 +256,11 @@ def _kind_store_sql(
     table, hours_table = Finding._meta.db_table, FindingHour._meta.db_table
     columns = ", ".join(HOUR_COLUMNS[1:])
     with connection.cursor() as cursor:
-        # For this transaction only: hashes of a few hundred thousand rows in memory, and no JIT
+        # For this transaction only: hashes of a million rows in memory, and no JIT
         # (compiling the statements cost more than it saved, bench/findings_recompute.py). The
         # planner takes each generate_series to give 1000 hours (not the one of an hourly line)
         # and would sort the grouped hours on disk: hash them instead.
-        cursor.execute("SET LOCAL work_mem = '128MB'")
+        cursor.execute("SET LOCAL work_mem = '256MB'")
         cursor.execute("SET LOCAL jit = off")
         compute.hours_table_create(cursor)
         cursor.execute("SET LOCAL enable_sort = off")

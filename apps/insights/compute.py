@@ -1,6 +1,8 @@
 """What each finding kind counts, hour by hour, read in bulk from the line items and the hourly
-GPU rollup (grouped in SQL, spread over hours here). Each function returns the hours of every
-subject it finds: `{subject: SubjectHours}`; services.py turns them into findings.
+GPU rollup. Each `*_hours` function returns the hours of every subject it finds:
+`{subject: SubjectHours}`, spread over hours in Python (SQLite, and the reference); each `*_sql`
+function computes the same into a temporary table in SQL (PostgreSQL). services.py turns either
+into findings.
 
 A line is spread evenly over the UTC hours its charge period touches (a daily line over 24,
 an hourly line over its one hour), so every kind and every counted-once total speaks of the
@@ -239,8 +241,8 @@ def unattributed_hours(*, start: date | None, end: date | None) -> dict[str, Sub
 
 # -- The same in SQL (PostgreSQL) ---------------------------------------------------------------
 #
-# On PostgreSQL the kinds above are computed where the lines are: the lines are grouped and spread
-# over their hours (generate_series), the GPU rollup is summed per resource and hour through a
+# On PostgreSQL the kinds above are computed where the lines are: each line is spread over its
+# hours (a series, for the lines of more than one), the GPU rollup is summed per resource and hour through a
 # temporary table of the GPU-to-resource resolution, and the hours land in a temporary table
 # (HOURS_TABLE) that services.py turns into findings and FindingHour rows with INSERT ... SELECT.
 # The figures are those of the Python path above to the last place (tests/insights/test_sql.py):

@@ -242,9 +242,9 @@ def unattributed_hours(*, start: date | None, end: date | None) -> dict[str, Sub
 # -- The same in SQL (PostgreSQL) ---------------------------------------------------------------
 #
 # On PostgreSQL the kinds above are computed where the lines are: each line is spread over its
-# hours (a series, for the lines of more than one), the GPU rollup is summed per resource and hour through a
-# temporary table of the GPU-to-resource resolution, and the hours land in a temporary table
-# (HOURS_TABLE) that services.py turns into findings and FindingHour rows with INSERT ... SELECT.
+# hours (a series, for the lines of more than one), the GPU rollup is summed per resource and hour
+# through a temporary table of the GPU-to-resource resolution, and the hours land in a temporary
+# table (HOURS_TABLE) that services.py turns into findings and FindingHour rows (INSERT ... SELECT).
 # The figures are those of the Python path above to the last place (tests/insights/test_sql.py):
 # even parts truncated at the stored scale with the remainder on the last hour, an hour's wasted
 # its whole spend × idle samples ÷ samples rounded once, half to even.

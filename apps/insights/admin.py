@@ -38,7 +38,10 @@ class RecomputeRunAdmin(admin.ModelAdmin):
 
 @admin.register(InsightsSettings)
 class InsightsSettingsAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "unattributed_threshold"]
+    list_display = ["__str__", "unattributed_threshold", "idle_gpu_min_share_percent"]
+
+    def has_add_permission(self, request) -> bool:
+        return not InsightsSettings.objects.exists()  # one row
 
 
 @admin.register(GpuInstancePrice)

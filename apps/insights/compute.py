@@ -1,6 +1,8 @@
 """What each finding kind counts, hour by hour, read in bulk from the line items and the hourly
-GPU rollup (grouped in SQL, spread over hours here). Each function returns the hours of every
-subject it finds: `{subject: SubjectHours}`; services.py turns them into findings.
+GPU rollup. Each `*_hours` function returns the hours of every subject it finds:
+`{subject: SubjectHours}`, spread over hours in Python (SQLite, and the reference); each `*_sql`
+function computes the same into a temporary table in SQL (PostgreSQL). services.py turns either
+into findings.
 
 A line is spread evenly over the UTC hours its charge period touches (a daily line over 24,
 an hourly line over its one hour), so every kind and every counted-once total speaks of the
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_DOWN, Decimal
 
-from django.db.models import Q, Sum
+from django.db.models import F, Q
 
 # Spend reads: the one place this app reads the bill and the GPU rollup's resolution (the
 # integrator points these at apps.spend when it exists).
@@ -48,7 +50,8 @@ class HourFigure:
     measured: bool = True
     idle_share: Decimal | None = None
     owner: tuple = (None, None, None)  # project, experiment, deployment of most of the spend
-    owner_spend: Decimal = Decimal("0")
+    owner_spend: Decimal | None = None
+    counts: tuple[int, int] | None = None  # idle samples, samples of the GPUs that reported
 
 
 @dataclass
@@ -75,7 +78,8 @@ def _hours_of(start: datetime, end: datetime) -> list[datetime]:
 
 
 def _lines(period: tuple[date | None, date | None], condition: Q, key_fields: tuple[str, ...]):
-    """The lines' EffectiveCost grouped by key, charge period, currency and owner, in SQL."""
+    """The lines (key, charge period, currency, owner and EffectiveCost as `cost`), each spread
+    over its own hours (the SQL path does the same: no grouping before spreading)."""
     # Every line whose charge period overlaps the period (its hours outside it are dropped).
     lines = CostLineItem.objects.filter(condition)
     start, end = period
@@ -92,11 +96,29 @@ def _lines(period: tuple[date | None, date | None], condition: Q, key_fields: tu
             "project_id",
             "experiment_id",
             "deployment_id",
+            cost=F("effective_cost"),
         )
-        .annotate(cost=Sum("effective_cost"))
         .order_by()
         .iterator(chunk_size=20_000)
     )
+
+
+def rounded(numerator: int, denominator: int, places: int) -> Decimal:
+    """numerator ÷ denominator to `places` decimals, half to even, exactly (integers only:
+    the SQL path computes the same, so both give the same figures to the last place)."""
+    quotient, remainder = divmod(abs(numerator), denominator)
+    if 2 * remainder > denominator or (2 * remainder == denominator and quotient % 2):
+        quotient += 1
+    return Decimal(-quotient if numerator < 0 else quotient).scaleb(-places)
+
+
+RANK_CAP = Decimal("9000")  # parts of more an hour rank as equal (SQL ranks them in a bigint)
+
+
+def _owner_rank(per_hour: Decimal, owner: tuple) -> tuple:
+    """The hour's owner: the part with the most money (up to RANK_CAP), ties to the lowest ids
+    (nulls last)."""
+    return (-max(min(per_hour, RANK_CAP), -RANK_CAP), *((v is None, v or 0) for v in owner))
 
 
 def _add(
@@ -120,19 +142,31 @@ def _add(
             figure = subject.hours[(hour, row["billing_currency"])] = HourFigure(
                 row["billing_currency"]
             )
+            if share_of is not None:
+                counts = share_of.get(hour)
+                if counts is None:
+                    figure.measured = False
+                else:
+                    figure.counts = counts
+                    figure.idle_share = rounded(counts[0] * 10**10, counts[1], 10)
         figure.spend += per_hour
-        if per_hour > figure.owner_spend:
+        if figure.owner_spend is None or _owner_rank(per_hour, owner) < _owner_rank(
+            figure.owner_spend, figure.owner
+        ):
             figure.owner, figure.owner_spend = owner, per_hour
-        if share_of is None:  # unattributed: all of it is the finding's money
-            figure.wasted += per_hour
-            continue
-        counts = share_of.get(hour)
-        if counts is None:
-            figure.measured = False
-            continue
-        idle, samples = counts
-        figure.idle_share = Decimal(idle) / Decimal(samples)
-        figure.wasted += per_hour * idle / samples
+
+
+def _settle(subjects: dict[str, SubjectHours], *, all_wasted: bool) -> dict[str, SubjectHours]:
+    """Each hour's wasted from its whole spend: all of it (unattributed), or spend × idle
+    samples ÷ samples rounded once (half to even at the stored scale)."""
+    for subject in subjects.values():
+        for figure in subject.hours.values():
+            if all_wasted:
+                figure.wasted = figure.spend
+            elif figure.counts is not None:
+                idle, samples = figure.counts
+                figure.wasted = rounded(int(figure.spend.scaleb(15)) * idle, samples, 15)
+    return subjects
 
 
 def idle_gpu_hours(*, start: date | None, end: date | None) -> dict[str, SubjectHours]:
@@ -178,7 +212,7 @@ def idle_gpu_hours(*, start: date | None, end: date | None) -> dict[str, Subject
                 line_key=resource, resource_id=resource, gpus=len(gpus)
             )
         _add(subjects[resource], row, shares[resource], window)
-    return subjects
+    return _settle(subjects, all_wasted=False)
 
 
 def unattributed_hours(*, start: date | None, end: date | None) -> dict[str, SubjectHours]:
@@ -202,4 +236,233 @@ def unattributed_hours(*, start: date | None, end: date | None) -> dict[str, Sub
                 service_name=row["service_name"] if not resource else "",
             )
         _add(subject, row, None, window)
-    return subjects
+    return _settle(subjects, all_wasted=True)
+
+
+# -- The same in SQL (PostgreSQL) ---------------------------------------------------------------
+#
+# On PostgreSQL the kinds above are computed where the lines are: each line is spread over its
+# hours (a series, for the lines of more than one), the GPU rollup is summed per resource and hour
+# through a temporary table of the GPU-to-resource resolution, and the hours land in a temporary
+# table (HOURS_TABLE) that services.py turns into findings and FindingHour rows (INSERT ... SELECT).
+# The figures are those of the Python path above to the last place (tests/insights/test_sql.py):
+# even parts truncated at the stored scale with the remainder on the last hour, an hour's wasted
+# its whole spend × idle samples ÷ samples rounded once, half to even.
+
+HOURS_TABLE = "insights_hours_tmp"
+RESOLUTION_TABLE = "insights_resolution_tmp"
+SCALE = 15
+
+
+def hours_table_create(cursor) -> None:
+    """A fresh temporary table of a kind's hours, one row per line key, hour and currency."""
+    cursor.execute(f"DROP TABLE IF EXISTS {HOURS_TABLE}")
+    cursor.execute(
+        f"""CREATE TEMPORARY TABLE {HOURS_TABLE} (
+            line_key varchar(1500) NOT NULL,
+            resource_id varchar(1000) NOT NULL,
+            billing_account_id varchar(200) NOT NULL,
+            service_name varchar(200) NOT NULL,
+            hour timestamptz NOT NULL,
+            currency varchar(10) NOT NULL,
+            wasted numeric(38, 15) NOT NULL,
+            spend numeric(38, 15) NOT NULL,
+            measured boolean NOT NULL,
+            idle_share numeric(12, 10),
+            project_id bigint,
+            experiment_id bigint,
+            deployment_id bigint
+        )"""
+    )
+
+
+def _spread_sql(
+    condition: str, keys: tuple[str, ...], window: tuple[datetime | None, datetime | None]
+) -> tuple[str, list]:
+    """SQL of the lines' parts, one row per line and hour in the window: the keys,
+    billing_currency, the owner, hour and per_hour (as `_lines` and `_add`: even parts truncated
+    at the stored scale, the remainder on the last hour)."""
+    low, high = window
+    where, hour_where = [condition], ["TRUE"]
+    if low is not None:
+        where.append("charge_period_end > %s")
+        hour_where.append("parts.hour >= %s")
+    if high is not None:
+        where.append("charge_period_start < %s")
+        hour_where.append("parts.hour < %s")
+    params = [moment for moment in window if moment is not None] * 2
+    columns = ", ".join(keys)
+    sql = f"""
+        SELECT parts.*,
+               CASE WHEN parts.k = parts.n - 1 THEN parts.cost - parts.part * (parts.n - 1)
+                    ELSE parts.part END AS per_hour
+        FROM (
+            SELECT lines.*, lines.first + k * interval '1 hour' AS hour, k,
+                   CASE WHEN lines.n = 1 THEN lines.cost
+                        ELSE div(lines.cost * 1e{SCALE}, lines.n) * 1e-{SCALE} END AS part
+            FROM (
+                SELECT {columns}, billing_currency, project_id, experiment_id, deployment_id,
+                       effective_cost AS cost,
+                       date_trunc('hour', charge_period_start, 'UTC') AS first,
+                       greatest(1, ceil(extract(epoch FROM charge_period_end
+                           - date_trunc('hour', charge_period_start, 'UTC')) / 3600))::int AS n
+                FROM billing_costlineitem
+                WHERE {" AND ".join(where)}
+            ) AS lines
+            -- An hourly line (most of them) needs no series; unnest() is estimated at ten rows
+            -- a line where a generate_series would be at a thousand (and the plan sized so).
+            CROSS JOIN LATERAL unnest(CASE WHEN lines.n = 1 THEN ARRAY[0]
+                ELSE ARRAY(SELECT generate_series(0, lines.n - 1)) END) AS k
+        ) AS parts
+        WHERE {" AND ".join(hour_where)}
+    """
+    return sql, params
+
+
+NO_ID = 9223372036854775807  # stands for a null id in the owner's ranking: nulls last
+
+
+def _hourly_sql(spread: str, keys: dict[str, str]) -> str:
+    """SQL of the parts summed per keys (alias -> expression), hour and currency, with the owner
+    of the part with the most money, ties to the lowest ids, nulls last (`_owner_rank`): the
+    least of [-money in units of the stored scale, ids] bigint arrays, so one hash aggregate does
+    it, no sort."""
+    columns = ", ".join(f"{expression} AS {alias}" for alias, expression in keys.items())
+    rank = ", ".join(
+        [f"-(greatest(least(parts.per_hour, {RANK_CAP}), -{RANK_CAP}) * 1e{SCALE})::bigint"]
+        + [
+            f"coalesce(parts.{column}, {NO_ID})"
+            for column in ("project_id", "experiment_id", "deployment_id")
+        ]
+    )
+    owner = ", ".join(
+        f"nullif(hourly.owner[{place}], {NO_ID}) AS {column}"
+        for place, column in ((2, "project_id"), (3, "experiment_id"), (4, "deployment_id"))
+    )
+    return f"""
+        SELECT hourly.*, {owner}
+        FROM (
+            SELECT {columns}, parts.hour, parts.billing_currency AS currency,
+                   sum(parts.per_hour) AS spend, min(ARRAY[{rank}]) AS owner
+            FROM ({spread}) AS parts
+            GROUP BY {", ".join(keys.values())}, parts.hour, parts.billing_currency
+        ) AS hourly
+    """
+
+
+def idle_gpu_sql(cursor, *, start: date | None, end: date | None) -> dict[str, dict]:
+    """idle_gpu_hours into HOURS_TABLE; returns each subject's evidence (its GPUs)."""
+    gpus_of: dict[str, set[int]] = defaultdict(set)
+    for gpu_id, resolution in gpu_resolutions().items():
+        gpus_of[resolution.resource_id].add(gpu_id)
+        gpus_of[tail(resolution.resource_id)].add(gpu_id)
+    # A line's resource is one of the keys; its GPUs are those of the key and of its tail.
+    resolution = {
+        resource: gpus | gpus_of.get(tail(resource), set()) for resource, gpus in gpus_of.items()
+    }
+    cursor.execute(f"DROP TABLE IF EXISTS {RESOLUTION_TABLE}")
+    cursor.execute(
+        f"CREATE TEMPORARY TABLE {RESOLUTION_TABLE} "
+        "(resource_id varchar(1000) NOT NULL, gpu_id bigint NOT NULL)"
+    )
+    with cursor.copy(f"COPY {RESOLUTION_TABLE} (resource_id, gpu_id) FROM STDIN") as copy:
+        for resource, gpus in resolution.items():
+            for gpu in gpus:
+                copy.write_row((resource, gpu))
+    cursor.execute(f"ANALYZE {RESOLUTION_TABLE}")
+    window = _window(start, end)
+    gpu_where, gpu_params = ["hours.util_samples > 0"], []
+    if window[0] is not None:
+        gpu_where.append("hours.hour >= %s")
+        gpu_params.append(window[0])
+    if window[1] is not None:
+        gpu_where.append("hours.hour < %s")
+        gpu_params.append(window[1])
+    spread, spread_params = _spread_sql(
+        f"cost_kind = '{CostKind.GPU_COMPUTE}' AND resource_id IN "
+        f"(SELECT resource_id FROM {RESOLUTION_TABLE})",
+        ("resource_id",),
+        window,
+    )
+    # wasted = spend × idle ÷ samples and idle_share = idle ÷ samples, half to even at 15 and 10
+    # places (`rounded`): the quotient and remainder of whole numbers, each computed once (OFFSET
+    # 0 keeps the planner from copying the expressions into every use).
+    cursor.execute(
+        f"""
+        INSERT INTO {HOURS_TABLE}
+        SELECT divided.resource_id, divided.resource_id, '', '', divided.hour, divided.currency,
+               CASE WHEN divided.samples IS NULL THEN 0
+                    ELSE (divided.quotient + CASE
+                        WHEN 2 * abs(divided.remainder) > divided.samples
+                          OR (2 * abs(divided.remainder) = divided.samples
+                              AND mod(divided.quotient, 2) <> 0)
+                        THEN sign(divided.remainder) ELSE 0 END) * 1e-{SCALE} END,
+               divided.spend, divided.samples IS NOT NULL,
+               CASE WHEN divided.samples IS NULL THEN NULL
+                    ELSE (divided.share_quotient + CASE
+                        WHEN 2 * divided.share_remainder > divided.samples
+                          OR (2 * divided.share_remainder = divided.samples
+                              AND mod(divided.share_quotient, 2) = 1)
+                        THEN 1 ELSE 0 END) * 1e-10 END,
+               divided.project_id, divided.experiment_id, divided.deployment_id
+        FROM (
+            SELECT quotients.*,
+                   quotients.numerator - quotients.quotient * quotients.samples AS remainder
+            FROM (
+                SELECT joined.*, div(joined.numerator, joined.samples) AS quotient,
+                       joined.idle * 10000000000 / joined.samples AS share_quotient,
+                       mod(joined.idle * 10000000000, joined.samples) AS share_remainder
+                FROM (
+                    SELECT spent.*, shares.idle, shares.samples,
+                           spent.spend * 1e{SCALE} * shares.idle AS numerator
+                    FROM ({_hourly_sql(spread, {"resource_id": "parts.resource_id"})}) AS spent
+                    LEFT JOIN (
+                        SELECT resolution.resource_id, hours.hour,
+                               sum(round(coalesce(hours.idle_share, 0) * hours.util_samples))
+                                   ::bigint AS idle,
+                               sum(hours.util_samples)::bigint AS samples
+                        FROM {RESOLUTION_TABLE} AS resolution
+                        JOIN gpu_gpuhour AS hours ON hours.gpu_id = resolution.gpu_id
+                        WHERE {" AND ".join(gpu_where)}
+                        GROUP BY resolution.resource_id, hours.hour
+                    ) AS shares
+                      ON shares.resource_id = spent.resource_id AND shares.hour = spent.hour
+                    OFFSET 0
+                ) AS joined
+                OFFSET 0
+            ) AS quotients
+            OFFSET 0
+        ) AS divided
+        """,
+        [*spread_params, *gpu_params],
+    )
+    cursor.execute(f"SELECT DISTINCT line_key FROM {HOURS_TABLE}")
+    return {key: {"gpus": len(resolution[key])} for (key,) in cursor.fetchall()}
+
+
+def unattributed_sql(cursor, *, start: date | None, end: date | None) -> dict[str, dict]:
+    """unattributed_hours into HOURS_TABLE (all of an hour's spend is the finding's money)."""
+    spread, params = _spread_sql(
+        "project_id IS NULL",
+        ("resource_id", "billing_account_id", "service_name"),
+        _window(start, end),
+    )
+    # A resource's lines are one subject whatever their account and service (as the Python path).
+    subject = {
+        "resource_id": "parts.resource_id",
+        "account": "CASE WHEN parts.resource_id <> '' THEN '' ELSE parts.billing_account_id END",
+        "service": "CASE WHEN parts.resource_id <> '' THEN '' ELSE parts.service_name END",
+    }
+    cursor.execute(
+        f"""
+        INSERT INTO {HOURS_TABLE}
+        SELECT CASE WHEN spent.resource_id <> '' THEN spent.resource_id
+                    ELSE spent.account || '/' || spent.service END,
+               spent.resource_id, spent.account, spent.service, spent.hour, spent.currency,
+               spent.spend, spent.spend, TRUE, NULL,
+               spent.project_id, spent.experiment_id, spent.deployment_id
+        FROM ({_hourly_sql(spread, subject)}) AS spent
+        """,
+        params,
+    )
+    return {}

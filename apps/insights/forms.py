@@ -9,9 +9,10 @@ ACTIONS = ("acknowledge", "snooze", "resolve", "reopen")
 
 
 class WasteFilterForm(forms.Form):
+    """The waste page's own filters; its period, team and project are the spend pages'
+    (apps.spend.filters)."""
+
     kind = forms.ChoiceField(choices=[("", "Any kind"), *Kind.choices], required=False)
-    project = forms.CharField(required=False)
-    team = forms.CharField(required=False)
     status = forms.ChoiceField(choices=STATUS_CHOICES, required=False)
     minimum = forms.DecimalField(required=False, min_value=0, decimal_places=2, label="At least")
 

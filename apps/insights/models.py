@@ -169,7 +169,8 @@ class FindingHour(models.Model):
 
 
 class InsightsSettings(models.Model):
-    """The organisation's thresholds for findings (one row, made with defaults when first read)."""
+    """The organisation's thresholds for findings (one row, written when first saved: until then
+    reads get the defaults in memory, so a page view never writes)."""
 
     unattributed_threshold = models.DecimalField(
         max_digits=14,
@@ -197,8 +198,8 @@ class InsightsSettings(models.Model):
 
     @classmethod
     def get(cls) -> "InsightsSettings":
-        row = cls.objects.order_by("pk").first()
-        return row or cls.objects.create()
+        """The saved row, or an unsaved one with the defaults (`save()` writes it)."""
+        return cls.objects.order_by("pk").first() or cls()
 
 
 class RecomputeRun(models.Model):

@@ -245,7 +245,10 @@ def findings_section(
     """Wasted in `[start, end)` of the findings the user sees about one subject (or all of
     them), and its top open or acknowledged findings."""
     findings = findings_visible_to(user=user)
-    query: dict[str, str] = {"start": start.isoformat(), "end": end.isoformat()} if start else {}
+    # The waste page's range is the spend pages': its last day included.
+    query: dict[str, str] = (
+        {"start": start.isoformat(), "end": (end - timedelta(days=1)).isoformat()} if start else {}
+    )
     if team is not None:
         findings = findings.filter(project__team=team)
         query["team"] = team.slug

@@ -1,7 +1,8 @@
 """The waste page, a finding's page, their actions and the CSV export."""
 
 import csv
-from datetime import date
+from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,8 +13,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.accounts.guards import staff_or_lead_only
-from apps.accounts.models import Organization
-from apps.spend.filters import EARLIEST_DAY, LATEST_DAY
+from apps.accounts.models import Organization, Team
+from apps.projects.selectors import projects_visible_to
+from apps.spend.filters import SpendFilters, spend_filters_from
 from costsite.spreadsheet import neutralised
 
 from . import selectors, services
@@ -21,43 +23,56 @@ from .charts import evidence_chart
 from .forms import ActionForm, BulkForm, WasteFilterForm
 
 
-def _period(request: HttpRequest) -> tuple[date, date]:
-    try:
-        start = date.fromisoformat(request.GET.get("start", ""))
-        end = date.fromisoformat(request.GET.get("end", ""))
-        # The spend pages' window: dates outside it fall back to the default period.
-        if EARLIEST_DAY <= start < end <= LATEST_DAY:
-            return start, end
-    except ValueError:
-        pass
-    return selectors.default_period(as_of=selectors.data_as_of(), today=timezone.now().date())
+def _filters(request: HttpRequest) -> SpendFilters:
+    """The spend pages' period presets and custom range, and their team and project filters (all
+    in the URL). Presets count back from the last day the bill covers, so the default "Last 30
+    days" is the 30 days ending at its "data as of"; a range refused falls back to it."""
+    user = request.user
+    _start, end = selectors.default_period(
+        as_of=selectors.data_as_of(), today=timezone.now().date()
+    )
+    teams = Team.objects.all() if user.is_staff else Team.objects.filter(memberships__user=user)
+    return spend_filters_from(
+        request.GET,
+        today=end - timedelta(days=1),
+        dimensions=("team", "project"),
+        teams=teams.distinct().order_by("name"),
+        projects=projects_visible_to(user=user).order_by("name"),
+    )
 
 
 def _waste_rows(request: HttpRequest):
-    form = WasteFilterForm(request.GET or {"status": "active"})
+    data = request.GET.copy()
+    data.setdefault("status", "active")  # "Any status" is status= (empty)
+    form = WasteFilterForm(data)
     filters = form.cleaned_data if form.is_valid() else {"status": "active"}
-    start, end = _period(request)
+    spend = _filters(request)
     findings = selectors.findings_filtered(
         selectors.findings_visible_to(user=request.user),
         kind=filters.get("kind", ""),
-        project=filters.get("project", ""),
-        team=filters.get("team", ""),
+        project=spend.project.slug if spend.project else "",
+        team=spend.team.slug if spend.team else "",
         status=filters.get("status", ""),
         minimum=filters.get("minimum"),
     )
-    return form, start, end, findings
+    return form, spend, findings
 
 
 @login_required
 def waste(request: HttpRequest) -> HttpResponse:
-    form, start, end, findings = _waste_rows(request)
+    form, filters, findings = _waste_rows(request)
+    start, end = filters.period.start, filters.period.end
     org = Organization.get()
     rows = list(findings[:200])
     period_wasted = selectors.wasted_in_period(findings=findings, start=start, end=end)
     context = {
         "form": form,
-        "start": start,
-        "end": end,
+        "filters": filters,
+        # The waste filters of this page, kept by the period presets' links.
+        "waste_query": urlencode(
+            {key: form.data[key] for key in form.fields if form.data.get(key) not in (None, "")}
+        ),
+        "data_as_of": selectors.data_as_of(),
         "currency": org.currency,
         "rows": [(finding, period_wasted.get(finding.pk, {})) for finding in rows],
         "totals": selectors.waste_totals(
@@ -72,10 +87,11 @@ def waste(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def waste_csv(request: HttpRequest) -> HttpResponse:
-    _form, start, end, findings = _waste_rows(request)
+    _form, filters, findings = _waste_rows(request)
+    start, end = filters.period.start, filters.period.end
     period_wasted = selectors.wasted_in_period(findings=findings, start=start, end=end)
     response = HttpResponse(content_type="text/csv")
-    response["Content-Disposition"] = f'attachment; filename="waste-{start}-{end}.csv"'
+    response["Content-Disposition"] = f'attachment; filename="waste-{start or "all"}-{end}.csv"'
     writer = csv.writer(response)
     writer.writerow(
         [

@@ -30,7 +30,7 @@ def client_for(user) -> Client:
 
 def test_the_waste_page_ranks_findings_and_counts_the_period_once(found, lead):
     with time_machine.travel(NOW, tick=False):
-        response = client_for(lead).get("/waste/?start=2025-03-10&end=2025-03-11")
+        response = client_for(lead).get("/waste/?start=2025-03-10&end=2025-03-10")
     body = response.content.decode()
     assert response.status_code == 200
     assert '<p class="figure" id="total-wasted"><strong>$18.25</strong>' in body
@@ -52,7 +52,7 @@ def test_the_waste_page_ranks_findings_and_counts_the_period_once(found, lead):
 def test_filters_swap_the_body_with_htmx(found, lead):
     with time_machine.travel(NOW, tick=False):
         response = client_for(lead).get(
-            "/waste/?kind=idle_gpu&start=2025-03-10&end=2025-03-11", headers={"HX-Request": "true"}
+            "/waste/?kind=idle_gpu&start=2025-03-10&end=2025-03-10", headers={"HX-Request": "true"}
         )
     body = response.content.decode()
     assert body.startswith('\n<div id="waste-body">') or body.lstrip().startswith(
@@ -124,7 +124,7 @@ def test_bulk_acknowledge_changes_only_what_the_lead_may_act_on(found, lead, out
 
 def test_the_csv_export_has_one_row_per_finding_and_currency(found, lead):
     with time_machine.travel(NOW, tick=False):
-        response = client_for(lead).get("/waste.csv?kind=idle_gpu&start=2025-03-10&end=2025-03-11")
+        response = client_for(lead).get("/waste.csv?kind=idle_gpu&start=2025-03-10&end=2025-03-10")
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     assert rows[0][:8] == [
         "id",
@@ -166,3 +166,47 @@ def test_the_csv_export_neutralises_formulas_in_reasons_and_resource_ids(found, 
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     (row,) = [row for row in rows[1:] if row[0] == str(finding.pk)]
     assert (row[3], row[9]) == ("' @SUM(1)", "'=HYPERLINK(1)")
+
+
+def test_the_waste_page_takes_the_spend_pages_period_presets_in_its_url(found, lead):
+    with time_machine.travel(NOW, tick=False):
+        body = client_for(lead).get("/waste/?preset=7d&kind=idle_gpu").content.decode()
+        export = client_for(lead).get("/waste.csv?preset=7d&kind=idle_gpu")
+        custom = client_for(lead).get("/waste/?start=2025-03-11&end=2025-03-11").content.decode()
+    # The presets count back from the last day the bill covers (10 March): 4-10 March.
+    assert "<strong>Last 7 days</strong> · 4 Mar 2025 – 10 Mar 2025 (UTC days)" in body
+    assert 'data-preset="7d" aria-current="true" class="active"' in body
+    # A preset's link keeps the waste page's own filters.
+    assert 'href="/waste/?preset=90d&amp;kind=idle_gpu&amp;status=active"' in body
+    assert export["Content-Disposition"] == 'attachment; filename="waste-2025-03-04-2025-03-11.csv"'
+    # 11 March alone: nothing wasted in it.
+    assert '<p class="figure" id="total-wasted"><strong>$0.00</strong>' in custom
+
+
+def test_a_refused_range_says_why_and_shows_the_default(found, lead):
+    with time_machine.travel(NOW, tick=False):
+        body = client_for(lead).get("/waste/?start=2025-03-10").content.decode()
+    assert "Give both a start and an end date for a custom range, or choose a preset." in body
+    assert "Showing last 30 days instead." in body
+
+
+def test_unattributed_money_is_not_labelled_waste(found, lead):
+    finding = found["i-u:unattributed"]
+    with time_machine.travel(NOW, tick=False):
+        body = client_for(lead).get("/waste/").content.decode()
+        detail = client_for(lead).get(f"/waste/{finding.pk}/").content.decode()
+    assert '<th scope="col" class="num">Wasted or unattributed in period</th>' in body
+    row = body[body.index(f'id="finding-{finding.pk}"') :]
+    assert "unattributed, not waste" in row[: row.index("</tr>")]
+    assert "Unattributed (not waste) since first seen" in detail
+
+
+def test_reading_the_pages_writes_no_settings_row(found, lead):
+    from apps.insights.models import InsightsSettings
+
+    InsightsSettings.objects.all().delete()
+    with time_machine.travel(NOW, tick=False):
+        assert client_for(lead).get("/waste/").status_code == 200
+        assert client_for(lead).get("/gpus/").status_code == 200
+    assert not InsightsSettings.objects.exists()
+    assert InsightsSettings.get().unattributed_threshold == 10

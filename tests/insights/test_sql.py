@@ -1,0 +1,191 @@
+"""The SQL path (PostgreSQL) and the Python path (SQLite, the reference) give the same findings
+and the same FindingHour rows to the last decimal place, on awkward figures: thirds, a line over
+seven hours cut by the period, two owners tied in an hour, a second currency, a GPU resolved by
+its instance id's tail, shares that round half to even."""
+
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+
+from apps.billing.models import CostKind
+from apps.experiments.models import Experiment
+from apps.gpu.models import Gpu
+from apps.insights import services
+from apps.insights.models import Finding, FindingHour, Kind
+from tests.factories import ExperimentFactory
+
+from .conftest import gpu_hour, line
+
+pytestmark = pytest.mark.django_db
+
+FINDING_FIELDS = (
+    "kind",
+    "subject_key",
+    "resource_id",
+    "billing_account_id",
+    "service_name",
+    "wasted",
+    "savings_per_month",
+    "rank_amount",
+    "reason",
+    "evidence",
+    "status",
+    "first_seen",
+    "last_seen",
+    "project_id",
+    "experiment_id",
+    "deployment_id",
+)
+HOUR_FIELDS = (
+    "finding__kind",
+    "finding__subject_key",
+    "line_key",
+    "hour",
+    "currency",
+    "wasted",
+    "spend",
+    "measured",
+    "idle_share",
+    "project_id",
+    "experiment_id",
+    "deployment_id",
+)
+
+
+@pytest.fixture
+def awkward(bill, delivery, project):
+    # The GPUs name the instance by its ARN, the bill by its id.
+    arn = "arn:aws:ec2:us-east-1:111:instance/i-arn"
+    gpus = [
+        Gpu.objects.create(uuid=f"GPU-t{n}", host="host-t", resource_label=arn) for n in (1, 2, 3)
+    ]
+    other = ExperimentFactory(project=project, name="other", external_id="other-1")
+    # 10.00 over 7 hours (from 09:30: 09:00 to 15:00), 1.00 thirds, a tie of two owners at 17:00.
+    line(
+        delivery, "2025-03-11 09:30", "2025-03-11 16:00", "10.00", resource="i-arn", project=project
+    )
+    line(
+        delivery, "2025-03-11 16:00", "2025-03-11 17:00", "1.00", resource="i-arn", project=project
+    )
+    line(
+        delivery,
+        "2025-03-11 17:00",
+        "2025-03-11 18:00",
+        "2.00",
+        resource="i-arn",
+        project=project,
+        experiment=bill["run"],
+    )
+    line(
+        delivery,
+        "2025-03-11 17:00",
+        "2025-03-11 18:00",
+        "2.00",
+        resource="i-arn",
+        project=project,
+        experiment=other,
+    )
+    line(
+        delivery,
+        "2025-03-11 17:00",
+        "2025-03-11 18:00",
+        "0.000000000000001",
+        resource="i-arn",
+        project=project,
+    )
+    line(
+        delivery,
+        "2025-03-11 10:00",
+        "2025-03-11 11:00",
+        "7.00",
+        resource="i-arn",
+        project=project,
+        currency="EUR",
+    )
+    line(
+        delivery,
+        "2025-03-11 00:00",
+        "2025-03-14 00:00",
+        "50.00",
+        service="Support",
+        kind=CostKind.OTHER,
+    )
+    for hour in range(9, 18):
+        # 3 GPUs of 7 samples, 1, 2 and 2 idle: shares of 5/21, and 1/2 at 17:00 (half to even).
+        for gpu, idle in zip(gpus, (1, 2, 2), strict=True):
+            gpu_hour(
+                gpu, f"2025-03-11 {hour:02}:00", 7 if hour != 17 else 2, idle if hour != 17 else 1
+            )
+    return "i-arn"
+
+
+def _snapshot():
+    findings = sorted(
+        tuple(row[field] for field in FINDING_FIELDS)
+        for row in Finding.objects.values(*FINDING_FIELDS)
+    )
+    hours = sorted(
+        tuple(row[field] for field in HOUR_FIELDS)
+        for row in FindingHour.objects.values(*HOUR_FIELDS)
+    )
+    return findings, hours
+
+
+def _both_paths(monkeypatch, **period):
+    """Recompute by SQL, snapshot, start again by Python, snapshot."""
+    assert connection.vendor == "postgresql"
+    services.findings_recompute(**period)
+    by_sql = _snapshot()
+    Finding.objects.all().delete()
+    monkeypatch.setattr(services, "KIND_SQL", {})
+    services.findings_recompute(**period)
+    return by_sql, _snapshot()
+
+
+def test_sql_and_python_paths_give_the_same_findings_and_hours(awkward, monkeypatch):
+    by_sql, by_python = _both_paths(monkeypatch)
+    assert by_sql == by_python
+    findings, hours = by_sql
+    assert len(hours) > 20
+    arn = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key=awkward)
+    assert arn.evidence["gpus"] == 3
+    # 10.00 over 7 hours: six parts of 1.428571428571428 and the remainder on the last.
+    spends = dict(
+        FindingHour.objects.filter(finding=arn, currency="USD").values_list("hour__hour", "spend")
+    )
+    assert spends[9] == Decimal("1.428571428571428")
+    assert spends[15] == Decimal("1.428571428571432")
+    # 17:00: 4.000000000000001 × 3 idle of 6 samples is 2.0000000000000005: half to even.
+    at_five = FindingHour.objects.get(finding=arn, currency="USD", hour__hour=17)
+    assert (at_five.spend, at_five.wasted) == (
+        Decimal("4.000000000000001"),
+        Decimal("2.000000000000000"),
+    )
+    # The two 2.00 owners tie: the lower experiment id takes the hour.
+    tied = Experiment.objects.filter(external_id__in=["resnet-1", "other-1"])
+    assert at_five.experiment_id == min(tied.values_list("pk", flat=True))
+
+
+def test_sql_and_python_paths_agree_on_a_period_that_cuts_lines(awkward, monkeypatch):
+    by_sql, by_python = _both_paths(monkeypatch, start=date(2025, 3, 11), end=date(2025, 3, 12))
+    assert by_sql == by_python
+    support = Finding.objects.get(kind=Kind.UNATTRIBUTED, subject_key="111/Support")
+    # 24 of the 72 hours of 50.00 (a third of it, to the last place: the remainder is on the 13th).
+    assert support.wasted == {"USD": "16.666666666666656"}
+
+
+def test_a_reason_writes_thousands_with_a_separator(bill, delivery):
+    # 1,200 hours of 12.00 with no project.
+    line(
+        delivery,
+        "2025-03-01 00:00",
+        "2025-04-20 00:00",
+        "12.00",
+        service="Support",
+        kind=CostKind.OTHER,
+    )
+    services.findings_recompute()
+    finding = Finding.objects.get(kind=Kind.UNATTRIBUTED, subject_key="111/Support")
+    assert finding.reason == "USD 12.00 with no project over 1,200 billed hours"

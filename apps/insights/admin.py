@@ -36,7 +36,12 @@ class RecomputeRunAdmin(admin.ModelAdmin):
 
 @admin.register(InsightsSettings)
 class InsightsSettingsAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "unattributed_threshold"]
+    list_display = [
+        "__str__",
+        "unattributed_threshold",
+        "notebook_idle_hours",
+        "data_starved_target_percent",
+    ]
 
 
 @admin.register(GpuInstancePrice)

@@ -412,11 +412,30 @@ def _adapt(moment: datetime):
     return connection.ops.adapt_datetimefield_value(moment)
 
 
+WINDOWS_PER_STATEMENT = 2000  # 8,000 parameters: under every database's limit
+
+
 def _run_utilisation(
     windows: list[tuple[int, int, datetime, datetime]], *, by_hour: bool
 ) -> list[tuple]:
     """Σ util_mean × util_samples and Σ util_samples of the GPU hours in each (run, GPU, from,
-    to) window, per run (and hour), in one SQL statement over the hourly GPU rollup."""
+    to) window, per run (and hour): one SQL statement over the hourly GPU rollup per 2,000
+    windows, the sums of a run split between statements added here."""
+    sums: dict[tuple, list[float]] = {}
+    for first in range(0, len(windows), WINDOWS_PER_STATEMENT):
+        for row in _run_utilisation_sql(
+            windows[first : first + WINDOWS_PER_STATEMENT], by_hour=by_hour
+        ):
+            key, weighted, samples = tuple(row[:-2]), row[-2] or 0.0, row[-1] or 0
+            pair = sums.setdefault(key, [0.0, 0])
+            pair[0] += weighted
+            pair[1] += samples
+    return [(*key, weighted, samples) for key, (weighted, samples) in sums.items()]
+
+
+def _run_utilisation_sql(
+    windows: list[tuple[int, int, datetime, datetime]], *, by_hour: bool
+) -> list[tuple]:
     if not windows:
         return []
     values = ", ".join(["(%s, %s, %s, %s)"] * len(windows))

@@ -82,9 +82,11 @@ def _line_hours(
     condition: Q,
     window: tuple[datetime | None, datetime | None],
     key_fields: tuple[str, ...] = ("resource_id",),
+    skip=None,
 ) -> dict[tuple, dict[tuple[datetime, str], HourFigure]]:
     """GPU-compute lines matching `condition`, per key: (hour, currency) -> spend and owner,
-    grouped in SQL by key, charge period, currency and owner (as compute.py groups them)."""
+    grouped in SQL by key, charge period, currency and owner (as compute.py groups them).
+    `skip(key, start, end)` true: a grouped line none of whose hours matters, not spread."""
     low, high = window
     lines = CostLineItem.objects.filter(condition, cost_kind=CostKind.GPU_COMPUTE)
     if low is not None:
@@ -108,6 +110,8 @@ def _line_hours(
     out: dict[tuple, dict[tuple[datetime, str], HourFigure]] = defaultdict(dict)
     for row in grouped:
         key = tuple(row[name] for name in key_fields)
+        if skip is not None and skip(key, row["charge_period_start"], row["charge_period_end"]):
+            continue
         owner = (row["project_id"], row["experiment_id"], row["deployment_id"])
         currency = row["billing_currency"]
         hours = out[key]
@@ -373,13 +377,27 @@ def idle_between_runs_hours(*, start: date | None, end: date | None) -> dict[str
     if window[1] is not None:
         notebook = notebook.filter(hour__lt=window[1])
     counted = set(notebook.values_list("line_key", "hour", "currency"))
-    subjects: dict[str, PartTwoSubject] = {}
-    for (resource,), hours in _line_hours(Q(resource_id__in=resources), window).items():
+    uses_on: dict[str, list[Use]] = {}
+    spans_on: dict[str, tuple[list[datetime], list[datetime]]] = {}
+    for resource in resources:
         uses = uses_of.get(resource) or uses_of.get(tail(resource), [])
         if tail(resource) != resource and tail(resource) in uses_of:
             both = set(uses_of.get(resource, [])) | set(uses_of[tail(resource)])
             uses = sorted(both, key=lambda use: use.start)
-        starts, ends = _merged(uses)
+        uses_on[resource] = uses
+        spans_on[resource] = _merged(uses)
+
+    def inside(key: tuple, first: datetime, last: datetime) -> bool:
+        """A line wholly inside one use: every hour of it is used (most lines), not spread."""
+        starts, ends = spans_on[key[0]]
+        index = bisect_right(starts, first) - 1
+        return index >= 0 and ends[index] >= last
+
+    subjects: dict[str, PartTwoSubject] = {}
+    lines = _line_hours(Q(resource_id__in=resources), window, skip=inside)
+    for (resource,), hours in lines.items():
+        uses = uses_on[resource]
+        starts, ends = spans_on[resource]
         subject = PartTwoSubject(
             line_key=resource,
             resource_id=resource,
@@ -396,11 +414,12 @@ def idle_between_runs_hours(*, start: date | None, end: date | None) -> dict[str
             },
         )
         for (hour, currency), figure in hours.items():
+            # Only the hours between runs are stored (the used ones are most of the hours).
             if not _in_use(hour, starts, ends) and (resource, hour, currency) not in counted:
                 figure.wasted = figure.spend
                 if figure.owner[1] is None and figure.owner[2] is None:
                     figure.owner = _nearest_owner(hour, uses)
-            subject.hours[(hour, currency)] = figure
+                subject.hours[(hour, currency)] = figure
         subjects[resource] = subject
     return subjects
 

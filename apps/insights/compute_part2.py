@@ -14,7 +14,8 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_CEILING, ROUND_DOWN, Decimal
 
 from django.db import connection
-from django.db.models import Max, Q, Sum
+from django.db.models import Exists, Max, OuterRef, Q, Sum, Value
+from django.db.models.functions import Coalesce
 
 # Spend reads, as in compute.py (the integrator points these at apps.spend).
 from apps.billing.models import CostKind, CostLineItem, DailyResourceCost
@@ -349,6 +350,25 @@ def _nearest_owner(hour: datetime, uses: list[Use]) -> tuple:
     return min(uses, key=lambda use: abs(use.start - hour)).owner
 
 
+def _inside_a_use(model, owner: str) -> Exists:
+    """The line lies wholly inside one use registered under its own resource id: none of its
+    hours is between runs, so the database leaves it out (a line across two uses, or matched
+    by the tail of its id, is left to `inside` and the hour-by-hour test)."""
+    uses = (
+        model.objects.filter(resource_id=OuterRef("resource_id"))
+        .annotate(
+            use_start=Coalesce("started_at", f"{owner}__started_at"),
+            use_end=Coalesce("ended_at", f"{owner}__ended_at", Value(FAR_FUTURE)),
+        )
+        .filter(
+            use_start__isnull=False,
+            use_start__lte=OuterRef("charge_period_start"),
+            use_end__gte=OuterRef("charge_period_end"),
+        )
+    )
+    return Exists(uses)
+
+
 def idle_between_runs_hours(*, start: date | None, end: date | None) -> dict[str, PartTwoSubject]:
     """Per GPU resource that registered runs or deployments use: its GPU-compute hours; wasted =
     the cost of the hours no registered use overlaps. Hours already in a notebook left running
@@ -394,7 +414,9 @@ def idle_between_runs_hours(*, start: date | None, end: date | None) -> dict[str
         return index >= 0 and ends[index] >= last
 
     subjects: dict[str, PartTwoSubject] = {}
-    lines = _line_hours(Q(resource_id__in=resources), window, skip=inside)
+    condition = Q(resource_id__in=resources) & ~Q(_inside_a_use(ExperimentResource, "experiment"))
+    condition &= ~Q(_inside_a_use(DeploymentResource, "deployment"))
+    lines = _line_hours(condition, window, skip=inside)
     for (resource,), hours in lines.items():
         uses = uses_on[resource]
         starts, ends = spans_on[resource]

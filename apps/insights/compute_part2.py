@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_CEILING, ROUND_DOWN, Decimal
 
 from django.db import connection
-from django.db.models import Exists, Max, OuterRef, Q, Sum, Value
+from django.db.models import Count, Exists, Max, OuterRef, Q, Sum, Value
 from django.db.models.functions import Coalesce
 
 # Spend reads, as in compute.py (the integrator points these at apps.spend).
@@ -669,50 +669,34 @@ def right_size_hours(*, start: date | None, end: date | None) -> dict[str, PartT
     )
     if not resources:
         return {}
-    billed: dict[str, set[datetime]] = defaultdict(set)
-    instance: dict[str, dict[tuple, int]] = defaultdict(lambda: defaultdict(int))
+    in_days = CostLineItem.objects.filter(
+        cost_kind=CostKind.GPU_COMPUTE, charge_period_end__gt=low, charge_period_start__lt=high
+    )
+    # What each resource runs on, grouped in SQL (the hours are counted later, for the few
+    # resources a cheaper instance fits).
+    instance: dict[str, dict[tuple, int]] = defaultdict(dict)
     for row in (
-        CostLineItem.objects.filter(
-            resource_id__in=resources,
-            cost_kind=CostKind.GPU_COMPUTE,
-            charge_period_end__gt=low,
-            charge_period_start__lt=high,
-        )
-        .values(
-            "resource_id",
-            "instance_type",
-            "provider_name",
-            "region_id",
-            "billing_currency",
-            "charge_period_start",
-            "charge_period_end",
-        )
-        .distinct()
+        in_days.filter(resource_id__in=resources)
+        .values("resource_id", "instance_type", "provider_name", "region_id", "billing_currency")
+        .annotate(lines=Count("id"))
         .order_by()
-        .iterator(chunk_size=20_000)
     ):
-        hours = [
-            hour
-            for hour, _amount in _spread(
-                row["charge_period_start"], row["charge_period_end"], Decimal("0")
-            )
-            if low <= hour < high
-        ]
-        billed[row["resource_id"]].update(hours)
         what = (
             row["instance_type"],
             catalogue_provider(row["provider_name"]),
             row["region_id"],
             row["billing_currency"],
         )
-        instance[row["resource_id"]][what] += len(hours)
+        instance[row["resource_id"]][what] = (
+            instance[row["resource_id"]].get(what, 0) + row["lines"]
+        )
     memory = {row.gpu_type: row.memory_gb for row in GpuTypeMemory.objects.all()}
     offers: dict[tuple[str, str], list[GpuInstancePrice]] = defaultdict(list)
     for price in GpuInstancePrice.objects.filter(on_demand_per_hour__isnull=False).exclude(
         instance_type=""
     ):
         offers[(price.provider, price.region)].append(price)
-    subjects: dict[str, PartTwoSubject] = {}
+    fits: dict[str, tuple] = {}
     for resource in resources:
         if not instance.get(resource):
             continue
@@ -749,6 +733,34 @@ def right_size_hours(*, start: date | None, end: date | None) -> dict[str, PartT
         if not fitting:
             continue
         fitting.sort(key=lambda offer: (offer.on_demand_per_hour, offer.instance_type))
+        fits[resource] = (current, fitting, gpus, peak_gb, total_gb, peak_util, needed, currency)
+    billed: dict[str, set[datetime]] = defaultdict(set)
+    for row in (
+        in_days.filter(resource_id__in=sorted(fits))
+        .values("resource_id", "charge_period_start", "charge_period_end")
+        .distinct()
+        .order_by()
+        .iterator(chunk_size=20_000)
+    ):
+        billed[row["resource_id"]].update(
+            hour
+            for hour, _amount in _spread(
+                row["charge_period_start"], row["charge_period_end"], Decimal("0")
+            )
+            if low <= hour < high
+        )
+    subjects: dict[str, PartTwoSubject] = {}
+    for resource, (
+        current,
+        fitting,
+        gpus,
+        peak_gb,
+        total_gb,
+        peak_util,
+        needed,
+        currency,
+    ) in fits.items():
+        provider, region = current.provider, current.region
         hours = len(billed[resource])
         best = fitting[0]
         saving = (current.on_demand_per_hour - best.on_demand_per_hour) * hours

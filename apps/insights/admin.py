@@ -38,7 +38,13 @@ class RecomputeRunAdmin(admin.ModelAdmin):
 
 @admin.register(InsightsSettings)
 class InsightsSettingsAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "unattributed_threshold", "idle_gpu_min_share_percent"]
+    list_display = [
+        "__str__",
+        "unattributed_threshold",
+        "idle_gpu_min_share_percent",
+        "notebook_idle_hours",
+        "data_starved_target_percent",
+    ]
 
     def has_add_permission(self, request) -> bool:
         return not InsightsSettings.objects.exists()  # one row

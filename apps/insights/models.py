@@ -24,6 +24,8 @@ class Kind(models.TextChoices):
     IDLE_BETWEEN_RUNS = "idle_between_runs", "Idle between runs"
     IDLE_GPU = "idle_gpu", "Idle GPU"
     DATA_STARVED = "data_starved", "Data-starved GPU"
+    # Savings only (a smaller GPU would do): no line-hour of waste, so its place is moot.
+    RIGHT_SIZE = "right_size", "Right-size the GPU"
     UNATTRIBUTED = "unattributed", "Unattributed spend"
 
 
@@ -33,7 +35,16 @@ PRECEDENCE = {kind: rank for rank, kind in enumerate(Kind.values)}
 NOT_WASTE_KINDS = frozenset({Kind.UNATTRIBUTED})
 # Kinds built in this part: the recompute owns their findings (a kind not computed yet is never
 # marked gone by it).
-COMPUTED_KINDS = (Kind.IDLE_GPU, Kind.UNATTRIBUTED)
+COMPUTED_KINDS = (
+    Kind.IDLE_GPU,
+    Kind.UNATTRIBUTED,
+    Kind.NOTEBOOK_LEFT_RUNNING,
+    Kind.IDLE_BETWEEN_RUNS,
+    Kind.DATA_STARVED,
+    Kind.RIGHT_SIZE,
+)
+# Kinds that are levers only: their findings hold savings per month and never any wasted.
+SAVINGS_ONLY_KINDS = frozenset({Kind.RIGHT_SIZE})
 # One-off kinds save nothing per month (the money is spent); the others recur.
 ONE_OFF_KINDS = frozenset({Kind.FAILED_RUN})
 
@@ -187,6 +198,20 @@ class InsightsSettings(models.Model):
         validators=[MinValueValidator(0)],
         help_text="An idle GPU finding needs at least this share of its measured GPU spend idle: "
         "a busy GPU's few idle samples are no finding.",
+    )
+    notebook_idle_hours = models.PositiveIntegerField(
+        default=8,
+        validators=[MinValueValidator(1)],
+        help_text="A notebook left running: at least this many consecutive billed hours, each "
+        "at least 90% idle.",
+    )
+    data_starved_target_percent = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("40"),
+        validators=[MinValueValidator(Decimal("0.01"))],
+        help_text="A training run whose GPUs' mean utilisation is under this target is "
+        "data-starved.",
     )
 
     class Meta:

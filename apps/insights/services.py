@@ -2,6 +2,7 @@
 their workflow (acknowledge, snooze, resolve, reopen), each change kept as a history row."""
 
 import logging
+import time
 from collections import defaultdict
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -12,9 +13,10 @@ from django.utils import timezone
 
 from apps.accounts.models import Organization
 
-from . import compute
+from . import compute, compute_part2, findings_part2
 from .models import (
     ONE_OFF_KINDS,
+    SAVINGS_ONLY_KINDS,
     Finding,
     FindingEvent,
     FindingHour,
@@ -36,6 +38,12 @@ MONEY_PLACES = Decimal("1e-15")
 KIND_HOURS = {
     Kind.IDLE_GPU: compute.idle_gpu_hours,
     Kind.UNATTRIBUTED: compute.unattributed_hours,
+    # Part 2 (compute_part2.py). A notebook left running is stored before idle time between
+    # runs, which leaves out the hours already counted as one.
+    Kind.NOTEBOOK_LEFT_RUNNING: compute_part2.notebook_left_running_hours,
+    Kind.IDLE_BETWEEN_RUNS: compute_part2.idle_between_runs_hours,
+    Kind.DATA_STARVED: compute_part2.data_starved_hours,
+    Kind.RIGHT_SIZE: compute_part2.right_size_hours,
 }
 # kind -> function(cursor, start=, end=) filling compute.HOURS_TABLE with the same hours and
 # returning {subject_key: evidence to add}: used instead on PostgreSQL where a kind has one.
@@ -220,11 +228,13 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
     kinds = {}
     for kind, hours_of in KIND_HOURS.items():
         beat()
+        clock = time.perf_counter()
         context = {"start": start, "end": end, "org": org, "settings": settings, "as_of": as_of}
         if connection.vendor == "postgresql" and kind in KIND_SQL:
             kinds[kind] = _kind_store_sql(kind=kind, fill=KIND_SQL[kind], **context)
         else:
             kinds[kind] = _kind_store(kind=kind, subjects=hours_of(start=start, end=end), **context)
+        kinds[kind]["seconds"] = round(time.perf_counter() - clock, 3)
     summary["kinds"] = kinds
     summary["findings"] = {
         status: Finding.objects.filter(status=status).count() for status in Status.values
@@ -331,9 +341,14 @@ def _kind_store(
 
     created = []
     rows = []
+    if kind in SAVINGS_ONLY_KINDS:
+        for finding in existing.values():
+            finding.savings_per_month = {}  # a lever not found again saves nothing
     for key, subject in subjects.items():
         if key not in existing:
-            if not any(figure.wasted > 0 for figure in subject.hours.values()):
+            if not any(figure.wasted > 0 for figure in subject.hours.values()) and not getattr(
+                subject, "savings", None
+            ):
                 continue  # a busy GPU, or nothing unattributed: no finding
             finding = Finding.objects.create(
                 kind=kind,
@@ -346,11 +361,13 @@ def _kind_store(
             existing[key] = finding
             created.append(finding.pk)
         finding = existing[key]
-        for (hour, currency), figure in subject.hours.items():
+        for hour_key, figure in subject.hours.items():
+            # (hour, currency), or (hour, currency, line key) for a subject on several resources
+            hour, currency = hour_key[0], hour_key[1]
             rows.append(
                 (
                     finding.pk,
-                    subject.line_key,
+                    hour_key[2] if len(hour_key) > 2 else subject.line_key,
                     hour,
                     currency,
                     _exact(figure.wasted),
@@ -362,6 +379,12 @@ def _kind_store(
             )
         if kind == Kind.IDLE_GPU:
             finding.evidence = {"gpus": subject.gpus}
+        if isinstance(subject, compute_part2.PartTwoSubject):
+            finding.evidence = {"gpus": subject.gpus, **subject.evidence}
+            if kind in SAVINGS_ONLY_KINDS:
+                finding.savings_per_month = {
+                    c: _text(a) for c, a in sorted(subject.savings.items()) if a > 0
+                }
     _hours_write(rows)
     counts = {"subjects": len(subjects), "created": 0, "gone": 0, "reopened": 0, "hours": len(rows)}
     _refresh(
@@ -459,6 +482,7 @@ def _refresh(
         .order_by("finding_id", "-spend")
     ):
         owners.setdefault(row["finding_id"], row)
+    facts = findings_part2.facts(kind=kind, ids=ids)
 
     stillborn: list[int] = []
     changed: list[Finding] = []
@@ -478,6 +502,8 @@ def _refresh(
             live = org_wasted > settings.unattributed_threshold or any(
                 a > settings.unattributed_threshold for c, a in wasted.items() if c != org.currency
             )
+        if kind in SAVINGS_ONLY_KINDS:
+            live = bool(finding.savings_per_month)
         if not live:
             if finding.pk in created:
                 stillborn.append(finding.pk)  # deleted together below, not one by one
@@ -500,6 +526,8 @@ def _refresh(
         finding.wasted = {c: _text(a) for c, a in sorted(wasted.items())}
         if kind in ONE_OFF_KINDS or kind == Kind.UNATTRIBUTED:
             finding.savings_per_month = {}
+        elif kind in SAVINGS_ONLY_KINDS:
+            pass  # the lever's own estimate, set by _kind_store
         else:
             finding.savings_per_month = {
                 c: _text(a) for c, a in sorted(recent.get(finding.pk, {}).items()) if a > 0
@@ -512,7 +540,8 @@ def _refresh(
             finding.project_id = owner["project_id"]
             finding.experiment_id = owner["experiment_id"]
             finding.deployment_id = owner["deployment_id"]
-        currency = org.currency if org.currency in wasted else sorted(wasted)[0]
+        money = wasted or finding.savings_per_month
+        currency = org.currency if org.currency in money else sorted(money)[0]
         measured = figures.get((True, currency), {})
         unmeasured = figures.get((False, currency), {})
         billed = (measured.get("hours") or 0) + (unmeasured.get("hours") or 0)
@@ -527,8 +556,13 @@ def _refresh(
                 "unmeasured_spend": _text(unmeasured.get("spend") or Decimal("0")),
             }
         )
+        evidence.update(facts.get(finding.pk, {}))
         finding.evidence = evidence
-        if kind == Kind.IDLE_GPU:
+        if kind in findings_part2.REASONS:
+            reason = findings_part2.REASONS[kind](
+                evidence=evidence, wasted=wasted.get(currency, Decimal("0")), currency=currency
+            )
+        elif kind == Kind.IDLE_GPU:
             spend = measured.get("spend") or Decimal("0")
             share = (wasted[currency] / spend * 100) if spend else Decimal("0")
             reason = f"GPU idle {share.quantize(Decimal('1'))}% of {billed:,} billed hours"

@@ -20,6 +20,7 @@ from costsite.spreadsheet import neutralised
 
 from . import selectors, services
 from .charts import evidence_chart
+from .charts_part2 import part2_chart
 from .forms import ActionForm, BulkForm, WasteFilterForm
 
 
@@ -135,10 +136,12 @@ def waste_csv(request: HttpRequest) -> HttpResponse:
 def finding_detail(request: HttpRequest, finding_pk: int) -> HttpResponse:
     finding = selectors.finding_for_user(user=request.user, pk=finding_pk)
     currency = finding.evidence.get("currency") or Organization.get().currency
+    hours = selectors.finding_hours(finding=finding)
+    chart = part2_chart(finding=finding, hours=hours, currency=currency)
     context = {
         "finding": finding,
         "events": finding.events.select_related("by"),
-        "chart": evidence_chart(hours=selectors.finding_hours(finding=finding), currency=currency),
+        "chart": chart or evidence_chart(hours=hours, currency=currency),
         "realised": selectors.realised_savings(finding=finding, as_of=selectors.data_as_of()),
         "can_act": selectors.can_act_on(user=request.user, finding=finding),
         "form": ActionForm(),

@@ -55,3 +55,40 @@ def test_findings_on_sqlite_match_the_hand_computed_figures(tmp_path):
         ("unattributed", "i-u"): {"USD": "20"},
         ("unattributed", "Amazon S3"): {"USD": "15"},
     }
+
+
+PART2 = """
+from apps.accounts.models import Organization, Team
+from apps.billing.loader import rollups_rebuild
+from apps.projects.models import Project
+from tests.insights.conftest import make_delivery
+from tests.insights.test_part2 import starved_run
+org = Organization.get()
+org.currency = "USD"
+org.save()
+team = Team.objects.create(name="Vision", slug="vision")
+project = Project.objects.create(team=team, name="Image ranking", slug="image-ranking")
+delivery = make_delivery()
+starved_run(project, delivery, {
+    "a": [(0, 60, 10.0), (1, 60, 30.0), (3, 60, 100.0)],
+    "b": [(0, 30, 40.0), (1, 90, 10.0)],
+    "c": [(0, 60, 20.0), (1, 60, 20.0)],
+})
+rollups_rebuild(delivery_id=delivery.pk)
+"""
+
+
+def test_data_starved_on_sqlite_matches_postgresql(tmp_path):
+    """The run's utilisation is summed in one raw SQL statement: the same figure on SQLite as in
+    test_part2.py on PostgreSQL."""
+    database = tmp_path / "demo.sqlite3"
+    manage("migrate", "-v0", database=database)
+    manage("shell", database=database, stdin=PART2)
+    manage("findings_recompute", "--json", database=database)
+    rows = [
+        json.loads(text)
+        for text in manage(
+            "findings", "--json", "--kind", "data_starved", database=database
+        ).splitlines()
+    ]
+    assert [row["wasted"] for row in rows] == [{"USD": "10.41665"}]

@@ -29,7 +29,9 @@ class Command(BaseCommand):
             for name, step in demo.DEMO_DATA_STEPS:
                 self.stdout.write(f"Loading {name}…")
                 step(directory=directory / name, small=small, log=self.stdout.write)
-            call_command("findings_recompute", stdout=self.stdout)  # the insights app, by name
+            # The price catalogue (the right-size findings compare its instances), then findings.
+            call_command("prices_load", stdout=self.stdout)  # the insights app, by name
+            call_command("findings_recompute", stdout=self.stdout)
         else:
             self.stdout.write(
                 f"The demo organisation {result.organization.name} already exists; "

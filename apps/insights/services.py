@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from apps.accounts.models import Organization
 
-from . import compute
+from . import compute, compute_part3
 from .models import (
     ONE_OFF_KINDS,
     Finding,
@@ -34,6 +34,7 @@ MONEY_PLACES = Decimal("1e-15")
 KIND_HOURS = {
     Kind.IDLE_GPU: compute.idle_gpu_hours,
     Kind.UNATTRIBUTED: compute.unattributed_hours,
+    **compute_part3.KIND_HOURS,
 }
 
 
@@ -251,7 +252,9 @@ def _kind_store(
     rows = []
     for key, subject in subjects.items():
         if key not in existing:
-            if not any(figure.wasted > 0 for figure in subject.hours.values()):
+            if not subject.savings_per_month and not any(
+                figure.wasted > 0 for figure in subject.hours.values()
+            ):
                 continue  # a busy GPU, or nothing unattributed: no finding
             finding = Finding.objects.create(
                 kind=kind,
@@ -264,11 +267,12 @@ def _kind_store(
             existing[key] = finding
             created.append(finding.pk)
         finding = existing[key]
-        for (hour, currency), figure in subject.hours.items():
+        for key, figure in subject.hours.items():
+            hour, currency = key[0], key[1]
             rows.append(
                 (
                     finding.pk,
-                    subject.line_key,
+                    figure.line_key or subject.line_key,
                     hour,
                     currency,
                     _exact(figure.wasted),
@@ -280,11 +284,14 @@ def _kind_store(
             )
         if kind == Kind.IDLE_GPU:
             finding.evidence = {"gpus": subject.gpus}
+        elif subject.evidence:
+            finding.evidence = dict(subject.evidence)
     _hours_write(rows)
     counts = {"subjects": len(subjects), "created": 0, "gone": 0, "reopened": 0, "hours": len(rows)}
     _refresh(
         kind=kind,
         findings=list(existing.values()),
+        subjects=subjects,
         created=set(created),
         org=org,
         settings=settings,
@@ -333,6 +340,7 @@ def _refresh(
     *,
     kind: str,
     findings: list[Finding],
+    subjects: dict[str, compute.SubjectHours],
     created: set[int],
     org: Organization,
     settings: InsightsSettings,
@@ -381,7 +389,9 @@ def _refresh(
     for finding in findings:
         wasted = {c: a for c, a in totals.get(finding.pk, {}).items() if a > 0}
         org_wasted = wasted.get(org.currency, Decimal("0"))
-        live = bool(wasted)
+        subject = subjects.get(finding.subject_key)
+        says = subject is not None and subject.savings_per_month is not None
+        live = bool(wasted) or bool(says and subject.savings_per_month)
         figures = hours_of.get(finding.pk, {})
         if kind == Kind.IDLE_GPU and live:
             currency = org.currency if org.currency in wasted else sorted(wasted)[0]
@@ -414,7 +424,11 @@ def _refresh(
             _change(finding=finding, to=Status.OPEN, note="Came back.")
             counts["reopened"] += 1
         finding.wasted = {c: _text(a) for c, a in sorted(wasted.items())}
-        if kind in ONE_OFF_KINDS or kind == Kind.UNATTRIBUTED:
+        if says:
+            finding.savings_per_month = {
+                c: _text(a) for c, a in sorted(subject.savings_per_month.items()) if a > 0
+            }
+        elif kind in ONE_OFF_KINDS or kind == Kind.UNATTRIBUTED:
             finding.savings_per_month = {}
         else:
             finding.savings_per_month = {
@@ -424,11 +438,16 @@ def _refresh(
         finding.first_seen = seen.get(finding.pk, {}).get("first")
         finding.last_seen = seen.get(finding.pk, {}).get("last")
         owner = owners.get(finding.pk)
+        if owner is None and subject is not None and any(subject.owner):
+            owner = dict(
+                zip(("project_id", "experiment_id", "deployment_id"), subject.owner, strict=True)
+            )
         if owner:
             finding.project_id = owner["project_id"]
             finding.experiment_id = owner["experiment_id"]
             finding.deployment_id = owner["deployment_id"]
-        currency = org.currency if org.currency in wasted else sorted(wasted)[0]
+        money = wasted or finding.savings_per_month
+        currency = org.currency if org.currency in money else sorted(money)[0]
         measured = figures.get((True, currency), {})
         unmeasured = figures.get((False, currency), {})
         billed = (measured.get("hours") or 0) + (unmeasured.get("hours") or 0)
@@ -444,7 +463,16 @@ def _refresh(
             }
         )
         finding.evidence = evidence
-        if kind == Kind.IDLE_GPU:
+        if subject is not None and subject.reason:
+            reason = subject.reason
+        elif kind in compute_part3.REASONS:
+            reason = compute_part3.REASONS[kind](
+                finding=finding,
+                currency=currency,
+                wasted=wasted.get(currency, Decimal("0")),
+                billed=billed,
+            )
+        elif kind == Kind.IDLE_GPU:
             spend = measured.get("spend") or Decimal("0")
             share = (wasted[currency] / spend * 100) if spend else Decimal("0")
             reason = f"GPU idle {share.quantize(Decimal('1'))}% of {billed} billed hours"

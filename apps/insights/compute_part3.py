@@ -200,9 +200,7 @@ def _hours_text(span: timedelta) -> str:
 # -- stalled_run ----------------------------------------------------------------------------------
 
 
-def stall(
-    values: list[float], *, threshold: Decimal
-) -> tuple[int, Decimal] | None:
+def stall(values: list[float], *, threshold: Decimal) -> tuple[int, Decimal] | None:
     """(index the plateau starts at, improvement % at the standard split) when the run is
     stalled, else None.
 
@@ -313,10 +311,11 @@ def stalled_run_hours(*, start: date | None, end: date | None) -> dict[str, Subj
         }
         subject.savings_per_month = {}
         if run.status == Experiment.Status.RUNNING and as_of is not None:
-            days = Decimal(int((as_of - since[run.pk]).total_seconds())) / 86400
-            if days > 0:
+            seconds = int((as_of - since[run.pk]).total_seconds())
+            if seconds > 0:
+                # Spend per day since the plateau × 30 (in that order of exact operations).
                 subject.savings_per_month = {
-                    currency: amount / days * 30
+                    currency: amount * 30 * 86400 / seconds
                     for currency, amount in totals[run.pk].items()
                     if amount > 0
                 }
@@ -360,21 +359,31 @@ def commitment_use(*, ids: list[str]) -> dict[str, list[list[str]]]:
     in one grouped read."""
     used: dict[tuple, Decimal] = defaultdict(Decimal)
     unused: dict[tuple, Decimal] = defaultdict(Decimal)
-    is_unused = _unused_condition()
     lines = CostLineItem.objects.filter(
-        Q(commitment_discount_id__in=ids) | Q(resource_id__in=ids, extra__x_LineItemType__isnull=False)
+        Q(commitment_discount_id__in=ids)
+        | Q(resource_id__in=ids, extra__x_LineItemType__in=CUR_UNUSED_LINE_TYPES)
     )
-    for flag, target in ((True, unused), (False, used)):
-        chosen = lines.filter(is_unused) if flag else lines.exclude(is_unused)
-        for row in (
-            chosen.annotate(day=TruncDay("charge_period_start"))
-            .values("day", "billing_currency", "commitment_discount_id", "resource_id")
-            .annotate(cost=Sum("effective_cost"))
-            .order_by()
-        ):
-            key = row["commitment_discount_id"] or row["resource_id"]
-            if key in ids:
-                target[(key, row["day"].date(), row["billing_currency"])] += row["cost"]
+    for row in (
+        lines.annotate(day=TruncDay("charge_period_start"), line_type=F("extra__x_LineItemType"))
+        .values(
+            "day",
+            "billing_currency",
+            "commitment_discount_id",
+            "resource_id",
+            "commitment_discount_status",
+            "line_type",
+        )
+        .annotate(cost=Sum("effective_cost"))
+        .order_by()
+    ):
+        key = row["commitment_discount_id"] or row["resource_id"]
+        if key not in ids:
+            continue
+        is_unused = row["commitment_discount_status"] == "Unused" or (
+            row["line_type"] in CUR_UNUSED_LINE_TYPES and row["cost"] > 0
+        )
+        target = unused if is_unused else used
+        target[(key, row["day"].date(), row["billing_currency"])] += row["cost"]
     out: dict[str, list[list[str]]] = defaultdict(list)
     for key, day, currency in sorted(set(used) | set(unused)):
         out[key].append(
@@ -517,7 +526,11 @@ def spot_candidate_hours(*, start: date | None, end: date | None) -> dict[str, S
         price = prices.get((provider_key(row["provider_name"]), row["instance_type"]), {}).get(
             row["region_id"]
         )
-        if price is None or price.spot_per_hour is None or price.currency != row["billing_currency"]:
+        if (
+            price is None
+            or price.spot_per_hour is None
+            or price.currency != row["billing_currency"]
+        ):
             continue
         tags = run.tags if run is not None else {}
         rate, rate_own = _setting(tags, TAG_INTERRUPTIONS, settings.spot_interruptions_per_hour)
@@ -587,7 +600,11 @@ def cheaper_region_hours(*, start: date | None, end: date | None) -> dict[str, S
     for row in rows:
         regions = prices.get((provider_key(row["provider_name"]), row["instance_type"]), {})
         here = regions.get(row["region_id"])
-        if here is None or here.on_demand_per_hour is None or here.currency != row["billing_currency"]:
+        if (
+            here is None
+            or here.on_demand_per_hour is None
+            or here.currency != row["billing_currency"]
+        ):
             continue
         others = sorted(
             (

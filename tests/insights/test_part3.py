@@ -487,3 +487,32 @@ def test_a_recompute_keeps_the_part3_findings(part3):
     findings_recompute()
     after = {f.pk: (f.kind, f.wasted, f.savings_per_month) for f in Finding.objects.all()}
     assert after == before
+
+
+def test_a_cur_fee_line_of_a_reservation_is_its_unused_part(delivery):
+    arn = "arn:aws:ec2:us-east-1:111:reserved-instances/ri-1"
+    line(
+        delivery,
+        "2025-03-10 00:00",
+        "2025-03-11 00:00",
+        "2.40",
+        resource=arn,
+        kind=CostKind.OTHER,
+        workload="unattributed",
+        extra={"x_LineItemType": "RIFee"},
+    )
+    # A fee line with nothing unused (EffectiveCost 0) is no finding.
+    line(
+        delivery,
+        "2025-03-10 00:00",
+        "2025-03-11 00:00",
+        "0",
+        resource="ri-2",
+        kind=CostKind.OTHER,
+        workload="unattributed",
+        extra={"x_LineItemType": "RIFee"},
+    )
+    findings_recompute()
+    finding = Finding.objects.get(kind=Kind.UNUSED_COMMITMENT)
+    assert (finding.subject_key, finding.wasted) == (arn, {"USD": "2.4"})
+    assert finding.evidence["use"] == [["2025-03-10", "USD", "0", "2.4"]]

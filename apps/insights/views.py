@@ -19,8 +19,8 @@ from costsite.spreadsheet import neutralised
 from . import selectors, selectors_part3, services
 from .charts import evidence_chart
 from .charts_part3 import commitment_chart, coverage_chart, loss_chart
-from .models import Kind
 from .forms import ActionForm, BulkForm, WasteFilterForm
+from .models import Kind
 
 
 def _period(request: HttpRequest) -> tuple[date, date]:

@@ -49,6 +49,7 @@ from .catalogue import (
     Status,
     TeamSpec,
 )
+from .findings import demo_part3_runs
 from .gpu import demo_gpu_metrics_load
 
 DEMO_ORGANIZATION_NAME = "Northwind Robotics"
@@ -82,6 +83,7 @@ class DemoDataStep(Protocol):
 # `directory` (a folder of its own under COSTSITE_DATA_DIR/demo) and loads them through the real
 # importer, as an operator would. The bill comes first, so the GPU metrics join billed resources.
 DEMO_DATA_STEPS: list[tuple[str, DemoDataStep]] = [
+    ("part3-runs", demo_part3_runs),
     ("billing", demo_billing_load),
     ("gpu-metrics", demo_gpu_metrics_load),
 ]

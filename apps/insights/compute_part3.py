@@ -28,6 +28,9 @@ from .compute import PLACES, HourFigure, SubjectHours, _hours_of, _lines, _windo
 from .models import GpuInstancePrice, InsightsSettings, Kind
 
 LEVER_DAYS = 30
+# A region counts as cheaper only by at least 1% of the price: the catalogue's transcribed prices
+# differ in the last digits between regions of one list price (21.957642 against 21.95764).
+MIN_REGION_GAP = Decimal("0.01")
 # The CUR carries an unused commitment as the fee line of a reservation (RIFee: its unused
 # upfront and recurring fee) or a savings plan (SavingsPlanRecurringFee: commitment − used);
 # FOCUS and the Azure export say CommitmentDiscountStatus = Unused.
@@ -588,7 +591,8 @@ def spot_candidate_hours(*, start: date | None, end: date | None) -> dict[str, S
 
 def cheaper_region_hours(*, start: date | None, end: date | None) -> dict[str, SubjectHours]:
     """On-demand GPU compute whose instance type is cheaper in another region of the same
-    provider (the catalogue's on-demand prices, in the bill's currency): savings per month =
+    provider (the catalogue's on-demand prices, in the bill's currency, by 1% of the price or
+    more): savings per month =
     its instance-hours in the last 30 days × (the price here − the cheapest other region's).
     The evidence warns where the project's data sits in the current region (its storage lines
     there in the same 30 days): moving it costs egress. Not waste."""
@@ -613,7 +617,7 @@ def cheaper_region_hours(*, start: date | None, end: date | None) -> dict[str, S
                 if region != row["region_id"]
                 and price.on_demand_per_hour is not None
                 and price.currency == here.currency
-                and price.on_demand_per_hour < here.on_demand_per_hour
+                and price.on_demand_per_hour * (1 + MIN_REGION_GAP) <= here.on_demand_per_hour
             ),
             key=lambda price: (price.on_demand_per_hour, price.region),
         )

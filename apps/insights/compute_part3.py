@@ -715,9 +715,9 @@ def no_small_reason(*, finding, currency: str, wasted: Decimal, billed: int) -> 
 def stalled_reason(*, finding, currency: str, wasted: Decimal, billed: int) -> str:
     evidence = finding.evidence
     return (
-        f"{evidence.get('metric')} improved {evidence.get('improvement_percent')}% in its tail "
-        f"(under {evidence.get('threshold_percent')}%): {_money(wasted, currency)} spent after "
-        f"the plateau at step {evidence.get('plateau_step')}"
+        f"{evidence.get('metric')} stopped converging: its tail bettered the best before it by "
+        f"{evidence.get('improvement_percent')}% (under {evidence.get('threshold_percent')}%): "
+        f"{_money(wasted, currency)} spent after the plateau at step {evidence.get('plateau_step')}"
     )
 
 

@@ -2,6 +2,7 @@
 their workflow (acknowledge, snooze, resolve, reopen), each change kept as a history row."""
 
 import logging
+import time
 from collections import defaultdict
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -213,6 +214,7 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
     kinds = {}
     for kind, hours_of in KIND_HOURS.items():
         beat()
+        clock = time.perf_counter()
         subjects = hours_of(start=start, end=end)
         kinds[kind] = _kind_store(
             kind=kind,
@@ -223,6 +225,7 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
             settings=settings,
             as_of=as_of,
         )
+        kinds[kind]["seconds"] = round(time.perf_counter() - clock, 3)
     summary["kinds"] = kinds
     summary["findings"] = {
         status: Finding.objects.filter(status=status).count() for status in Status.values
@@ -426,7 +429,7 @@ def _refresh(
         finding.wasted = {c: _text(a) for c, a in sorted(wasted.items())}
         if says:
             finding.savings_per_month = {
-                c: _text(a) for c, a in sorted(subject.savings_per_month.items()) if a > 0
+                c: _text(_exact(a)) for c, a in sorted(subject.savings_per_month.items()) if a > 0
             }
         elif kind in ONE_OFF_KINDS or kind == Kind.UNATTRIBUTED:
             finding.savings_per_month = {}

@@ -403,8 +403,8 @@ def test_a_stalled_run_wastes_its_spend_after_the_plateau(part3):
     assert stalled.evidence["plateau_at"] == "2025-03-09T15:30:00+00:00"
     assert stalled.evidence["improvement_percent"] == "0.167"
     assert stalled.reason == (
-        "loss improved 0.167% in its tail (under 1%): USD 64.00 spent after the plateau at "
-        "step 1500"
+        "loss stopped converging: its tail bettered the best before it by 0.167% (under 1%): "
+        "USD 64.00 spent after the plateau at step 1500"
     )
 
 

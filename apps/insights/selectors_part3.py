@@ -2,15 +2,15 @@
 page, a project's failed share of its training spend) and the coverage of GPU spend by
 commitments over time (committed, on-demand, spot)."""
 
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import QuerySet, Sum
+from django.db.models import Q, QuerySet, Sum
 
 # Spend reads (the integrator points these at apps.spend).
 from apps.billing.models import CostKind, DailyCost
+from apps.experiments.models import Experiment
 from apps.projects.selectors import projects_visible_to
 
 from .compute import day_start
@@ -52,33 +52,21 @@ class FailedShare:
 
 def project_failed_share(*, project, start: date, end: date) -> list[FailedShare]:
     """A project's failed runs' spend in `[start, end)` against its training and fine-tuning
-    spend in the same days (the daily rollup), per currency: two grouped queries."""
-    failed: dict[str, Decimal] = defaultdict(Decimal)
-    for row in (
-        FindingHour.objects.filter(
-            finding__kind=Kind.FAILED_RUN,
-            finding__project=project,
-            hour__gte=day_start(start),
-            hour__lt=day_start(end),
-        )
-        .values("currency")
-        .annotate(wasted=Sum("wasted"))
-        .order_by()
-    ):
-        failed[row["currency"]] += row["wasted"] or Decimal("0")
-    training = {
-        row["billing_currency"]: row["spend"]
-        for row in DailyCost.objects.filter(
-            project=project, day__gte=start, day__lt=end, workload__in=TRAINING_WORKLOADS
-        )
+    spend in the same days, per currency, both from the daily rollup in one grouped query (the
+    failed runs' spend there is their failed_run findings' money, counted by day)."""
+    rows = (
+        DailyCost.objects.filter(project=project, day__gte=start, day__lt=end)
         .values("billing_currency")
-        .annotate(spend=Sum("effective_cost"))
-        .order_by()
-    }
+        .annotate(
+            failed=Sum("effective_cost", filter=Q(experiment__status=Experiment.Status.FAILED)),
+            training=Sum("effective_cost", filter=Q(workload__in=TRAINING_WORKLOADS)),
+        )
+        .order_by("billing_currency")
+    )
     return [
-        FailedShare(currency, failed.get(currency, Decimal("0")), training.get(currency) or 0)
-        for currency in sorted(set(failed) | set(training))
-        if failed.get(currency) or training.get(currency)
+        FailedShare(row["billing_currency"], row["failed"] or Decimal("0"), row["training"] or 0)
+        for row in rows
+        if row["failed"] or row["training"]
     ]
 
 

@@ -606,19 +606,22 @@ def test_the_experiment_page_shows_its_stalled_and_spot_findings(part3, lead):
 
 
 def test_the_project_page_shows_the_failed_share(part3, lead, delivery, project):
-    DailyCost.objects.create(
-        delivery=delivery,
-        project=project,
-        day=date(2025, 3, 5),
-        workload="training",
-        cost_kind=CostKind.GPU_COMPUTE,
-        pricing_category="Standard",
-        billing_currency="USD",
-        effective_cost=Decimal("200"),
-        billed_cost=Decimal("200"),
-        list_cost=Decimal("200"),
-        line_items=1,
-    )
+    # The daily rollup of 5 March: the failed run's 10.50 and 189.50 of other training.
+    for run, cost in ((part3["crashed"], "10.50"), (None, "189.50")):
+        DailyCost.objects.create(
+            delivery=delivery,
+            project=project,
+            experiment=run,
+            day=date(2025, 3, 5),
+            workload="training",
+            cost_kind=CostKind.GPU_COMPUTE,
+            pricing_category="Standard",
+            billing_currency="USD",
+            effective_cost=Decimal(cost),
+            billed_cost=Decimal(cost),
+            list_cost=Decimal(cost),
+            line_items=1,
+        )
     body = (
         client_for(lead)
         .get(f"/projects/{project.slug}/?start=2025-03-05&end=2025-03-05")

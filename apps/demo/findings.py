@@ -29,6 +29,11 @@ def _hour(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
+def _instance_id(rng: random.Random) -> str:
+    """An EC2 instance id, as the demo's other machines have."""
+    return f"i-0{rng.getrandbits(64):016x}"
+
+
 def demo_part3_runs(*, directory: Path, small: bool, log: Callable[[str], None]) -> None:
     """The seed_demo step (before the bill): the runs part 3's findings are about, and the price
     catalogue if none is loaded yet."""
@@ -57,6 +62,7 @@ def demo_part3_runs(*, directory: Path, small: bool, log: Callable[[str], None])
         gpu_count=8,
         region="us-east-1",
         tags={"owner": "demo"},
+        resource_ids=[_instance_id(rng)],
     )
     span = (now - started).total_seconds()
     points = []
@@ -88,6 +94,7 @@ def demo_part3_runs(*, directory: Path, small: bool, log: Callable[[str], None])
         gpu_count=8,
         region="us-east-1",
         tags={"owner": "demo", "checkpoint_interval_hours": "0.5"},
+        resource_ids=[_instance_id(rng)],
     )
     experiment_create(
         project=project,
@@ -102,6 +109,7 @@ def demo_part3_runs(*, directory: Path, small: bool, log: Callable[[str], None])
         gpu_count=4,
         region="eu-west-1",
         tags={"owner": "demo"},
+        resource_ids=[_instance_id(rng)],
     )
     log(f"Part 3 runs in {project.slug}: a stalled pre-training run, two on-demand fine-tunes")
 

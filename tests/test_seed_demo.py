@@ -75,16 +75,22 @@ def test_small_demo_has_exactly_the_runs_models_and_deployments_of_its_catalogue
 
     result = shape()
     assert result["projects"] == 4
-    # The catalogue's 15 runs and 3 imported from the W&B runs file (finished, crashed, running).
-    assert result["experiments"] == 15 + 3
+    # The catalogue's 15 runs, 3 imported from the W&B runs file (finished, crashed, running) and
+    # the 3 of apps/demo/findings.py (a running pre-training run, two fine-tunes that succeeded).
+    assert result["experiments"] == 15 + 3 + 3
     assert result["status"] == {
-        "succeeded": 7 + 1,
+        "succeeded": 7 + 1 + 2,
         "failed": 3 + 1,
         "stopped": 2,
-        "running": 2 + 1,
+        "running": 2 + 1 + 1,
         "planned": 1,
     }
-    assert result["kind"] == {"training": 5 + 3, "fine_tuning": 4, "evaluation": 4, "notebook": 2}
+    assert result["kind"] == {
+        "training": 5 + 3 + 1,
+        "fine_tuning": 4 + 2,
+        "evaluation": 4,
+        "notebook": 2,
+    }
     assert result["models"] == 4
     assert result["deployments"] == {"realtime": 2, "batch": 1}
     # Every run but the planned one has machines, one spot run two (it was interrupted), and the
@@ -102,18 +108,19 @@ def test_full_demo_covers_every_status_and_kind_with_a_dozen_projects():
     assert result["roles"] == {"lead": 4, "member": 4}
     assert result["users"] == 9
     assert result["projects"] == 12
-    # The catalogue's 103 runs and 5 imported from the W&B runs file.
-    assert result["experiments"] == 103 + 5
+    # The catalogue's 103 runs, 5 imported from the W&B runs file and the 3 of
+    # apps/demo/findings.py.
+    assert result["experiments"] == 103 + 5 + 3
     assert result["status"] == {
-        "succeeded": 56 + 2,
+        "succeeded": 56 + 2 + 2,
         "failed": 17 + 1,
         "stopped": 14 + 1,
-        "running": 12 + 1,
+        "running": 12 + 1 + 1,
         "planned": 4,
     }
     assert result["kind"] == {
-        "training": 43 + 5,
-        "fine_tuning": 19,
+        "training": 43 + 5 + 1,
+        "fine_tuning": 19 + 2,
         "evaluation": 25,
         "notebook": 16,
     }

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from apps.billing.formats.focus import FOCUS_1_2_COLUMNS
 
+from .findings import savings_plan_unused_rows
+
 X_COLUMNS = ("x_Operation", "x_ServiceCode", "x_UsageType")
 HEADER = (*FOCUS_1_2_COLUMNS, *X_COLUMNS)
 _INDEX = {name: i for i, name in enumerate(HEADER)}
@@ -436,8 +438,8 @@ def _instance_resource(
 
 
 def _purchase_row(period_start: datetime, period_end: datetime, amount: Decimal) -> list[str]:
-    """The monthly fee of the savings plan: billed here, amortised onto the usage it covers
-    (fully used: the fee equals the covered lines' EffectiveCost)."""
+    """The monthly fee of the savings plan: billed here, amortised onto the usage it covers and
+    onto its unused part (the fee equals its Committed lines' EffectiveCost)."""
     values = dict.fromkeys(HEADER, "")
     fee = _money(amount)
     values.update(
@@ -463,6 +465,49 @@ def _purchase_row(period_start: datetime, period_end: datetime, amount: Decimal)
             "CommitmentDiscountId": SAVINGS_PLAN,
             "CommitmentDiscountName": "Compute savings plan (1 year, no upfront)",
             "CommitmentDiscountType": "Savings Plan",
+            "ProviderName": PROVIDER,
+            "PublisherName": ISSUER,
+            "InvoiceIssuerName": ISSUER,
+            "ResourceId": SAVINGS_PLAN,
+            "ServiceCategory": "Compute",
+            "ServiceName": "Savings Plans for AWS Compute usage",
+            "ServiceSubcategory": "Other (Compute)",
+            "SubAccountId": SUB_ACCOUNTS[1][0],
+            "SubAccountName": SUB_ACCOUNTS[1][1],
+            "x_ServiceCode": "ComputeSavingsPlans",
+            "x_UsageType": "ComputeSP:1yrNoUpfront",
+        }
+    )
+    return [values[name] for name in HEADER]
+
+
+def _unused_row(day: date, amount: Decimal) -> list[str]:
+    """A day of the savings plan's commitment nobody used (amortised, FOCUS: Unused)."""
+    start = datetime.combine(day, datetime.min.time(), tzinfo=UTC)
+    values = dict.fromkeys(HEADER, "")
+    values.update(
+        {
+            "BilledCost": _money(Decimal(0)),
+            "EffectiveCost": _money(amount),
+            "ListCost": _money(Decimal(0)),
+            "ContractedCost": _money(amount),
+            "BillingAccountId": ACCOUNT_ID,
+            "BillingAccountName": ACCOUNT_NAME,
+            "BillingCurrency": "USD",
+            "BillingPeriodStart": _stamp(_month_start(day)),
+            "BillingPeriodEnd": _stamp(_next_month(_month_start(day))),
+            "ChargePeriodStart": _stamp(start),
+            "ChargePeriodEnd": _stamp(start + timedelta(days=1)),
+            "ChargeCategory": "Usage",
+            "ChargeFrequency": "Usage-Based",
+            "ChargeDescription": "Savings plan commitment not used",
+            "PricingCategory": "Committed",
+            "CommitmentDiscountCategory": "Spend",
+            "CommitmentDiscountId": SAVINGS_PLAN,
+            "CommitmentDiscountName": "Compute savings plan (1 year, no upfront)",
+            "CommitmentDiscountStatus": "Unused",
+            "CommitmentDiscountType": "Savings Plan",
+            "CommitmentDiscountUnit": "USD",
             "ProviderName": PROVIDER,
             "PublisherName": ISSUER,
             "InvoiceIssuerName": ISSUER,
@@ -701,18 +746,23 @@ def demo_billing_write(*, directory: Path, small: bool, now: datetime | None = N
                 continue  # nothing ran there that month: no export
             extra = []
             if provider == "aws":
-                covered = sum(
-                    (
-                        (r.hourly * COMMITTED_SHARE).quantize(TEN)
-                        for r in mine
-                        if r.pricing == "Committed"
-                        for hour in hours
-                        if r.start <= hour < r.end
-                    ),
-                    Decimal(0),
-                )
+                covered_by_day: dict[date, Decimal] = {}
+                for r in mine:
+                    if r.pricing != "Committed":
+                        continue
+                    for hour in hours:
+                        if r.start <= hour < r.end:
+                            covered_by_day[hour.date()] = covered_by_day.get(
+                                hour.date(), Decimal(0)
+                            ) + (r.hourly * COMMITTED_SHARE).quantize(TEN)
+                covered = sum(covered_by_day.values(), Decimal(0))
                 if covered:
-                    extra.append(_purchase_row(month, month_end, covered))
+                    # Half used (apps/demo/findings.py): the fee is twice what it covered.
+                    unused = savings_plan_unused_rows(
+                        covered_by_day=covered_by_day, row=_unused_row
+                    )
+                    extra.append(_purchase_row(month, month_end, covered * 2))
+                    extra.extend(unused)
             path = directory / f"focus-{provider}-{month:%Y-%m}.csv"
             paths.append(focus_csv_write(path, hour_rows(mine, hours, rng), extra))
         month = month_end

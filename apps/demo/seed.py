@@ -50,6 +50,7 @@ from .catalogue import (
     Status,
     TeamSpec,
 )
+from .findings import demo_part3_runs
 from .gpu import demo_gpu_metrics_load
 from .trackers import demo_tracker_runs_load
 
@@ -86,6 +87,7 @@ class DemoDataStep(Protocol):
 # too; the bill before the GPU metrics, so the metrics join billed resources.
 DEMO_DATA_STEPS: list[tuple[str, DemoDataStep]] = [
     ("tracker-runs", demo_tracker_runs_load),
+    ("part3-runs", demo_part3_runs),
     ("billing", demo_billing_load),
     ("gpu-metrics", demo_gpu_metrics_load),
     # After the bill: the verdicts read the deployments' spend (traffic only where none is).

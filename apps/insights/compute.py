@@ -52,6 +52,7 @@ class HourFigure:
     owner: tuple = (None, None, None)  # project, experiment, deployment of most of the spend
     owner_spend: Decimal | None = None
     counts: tuple[int, int] | None = None  # idle samples, samples of the GPUs that reported
+    line_key: str = ""  # empty: the subject's line key (a run's hours may span resources)
 
 
 @dataclass
@@ -62,8 +63,13 @@ class SubjectHours:
     resource_id: str = ""
     billing_account_id: str = ""
     service_name: str = ""
-    hours: dict[tuple[datetime, str], HourFigure] = field(default_factory=dict)
+    hours: dict[tuple, HourFigure] = field(default_factory=dict)  # (hour, currency, ...)
     gpus: int = 0
+    # Kinds that say their own figures (part 3): None takes them from the hours.
+    savings_per_month: dict[str, Decimal] | None = None
+    reason: str = ""
+    evidence: dict = field(default_factory=dict)
+    owner: tuple = (None, None, None)  # project, experiment, deployment when no hour says it
 
 
 def _hours_of(start: datetime, end: datetime) -> list[datetime]:

@@ -20,12 +20,17 @@ class Kind(models.TextChoices):
     in this order when they are added."""
 
     FAILED_RUN = "failed_run", "Failed run"
+    NO_SMALL_RUN = "no_small_run", "Validate small first"
+    STALLED_RUN = "stalled_run", "Run that stopped converging"
+    UNUSED_COMMITMENT = "unused_commitment", "Unused commitment"
     NOTEBOOK_LEFT_RUNNING = "notebook_left_running", "Notebook left running"
     IDLE_BETWEEN_RUNS = "idle_between_runs", "Idle between runs"
     IDLE_GPU = "idle_gpu", "Idle GPU"
     DATA_STARVED = "data_starved", "Data-starved GPU"
-    # Savings only (a smaller GPU would do): no line-hour of waste, so its place is moot.
+    # Levers (savings, never waste): after every waste kind.
     RIGHT_SIZE = "right_size", "Right-size the GPU"
+    SPOT_CANDIDATE = "spot_candidate", "Spot candidate"
+    CHEAPER_REGION = "cheaper_region", "Cheaper region"
     UNATTRIBUTED = "unattributed", "Unattributed spend"
 
 
@@ -42,11 +47,19 @@ COMPUTED_KINDS = (
     Kind.IDLE_BETWEEN_RUNS,
     Kind.DATA_STARVED,
     Kind.RIGHT_SIZE,
+    Kind.FAILED_RUN,
+    Kind.NO_SMALL_RUN,
+    Kind.STALLED_RUN,
+    Kind.UNUSED_COMMITMENT,
+    Kind.SPOT_CANDIDATE,
+    Kind.CHEAPER_REGION,
 )
-# Kinds that are levers only: their findings hold savings per month and never any wasted.
+# Levers whose saving _kind_store takes from the subject (right_size): never any wasted.
 SAVINGS_ONLY_KINDS = frozenset({Kind.RIGHT_SIZE})
 # One-off kinds save nothing per month (the money is spent); the others recur.
-ONE_OFF_KINDS = frozenset({Kind.FAILED_RUN})
+ONE_OFF_KINDS = frozenset({Kind.FAILED_RUN, Kind.NO_SMALL_RUN})
+# Levers: savings per month only (what another way of buying would save), never waste.
+LEVER_KINDS = frozenset({Kind.RIGHT_SIZE, Kind.SPOT_CANDIDATE, Kind.CHEAPER_REGION})
 
 
 class Status(models.TextChoices):
@@ -212,6 +225,45 @@ class InsightsSettings(models.Model):
         validators=[MinValueValidator(Decimal("0.01"))],
         help_text="A training run whose GPUs' mean utilisation is under this target is "
         "data-starved.",
+    )
+
+    # Part 3: training levers. Per-run overrides are experiment tags (README, "Waste findings").
+    loss_metric = models.CharField(
+        max_length=100,
+        default="loss",
+        help_text="The metric a run's convergence is read from (tag loss_metric overrides).",
+    )
+    stall_threshold_percent = models.DecimalField(
+        max_digits=6,
+        decimal_places=3,
+        default=Decimal("1"),
+        validators=[MinValueValidator(0)],
+        help_text="A run is stalled when its loss's tail improves on the best before it by less "
+        "than this share of it.",
+    )
+    small_run_hours = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        default=Decimal("3"),
+        validators=[MinValueValidator(0)],
+        help_text="A big run (8 GPUs or more) that failed or stopped within this many hours with "
+        "no smaller run before it is a 'validate small first' finding.",
+    )
+    spot_interruptions_per_hour = models.DecimalField(
+        max_digits=8,
+        decimal_places=5,
+        default=Decimal("0.05"),
+        validators=[MinValueValidator(0)],
+        help_text="Expected spot interruptions per instance-hour (tag "
+        "spot_interruptions_per_hour overrides).",
+    )
+    checkpoint_interval_hours = models.DecimalField(
+        max_digits=8,
+        decimal_places=3,
+        default=Decimal("1"),
+        validators=[MinValueValidator(0)],
+        help_text="Hours between a run's checkpoints: an interruption re-runs half of one on "
+        "average (tag checkpoint_interval_hours overrides).",
     )
 
     class Meta:

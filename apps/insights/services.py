@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from apps.accounts.models import Organization
 
-from . import compute, compute_part2, findings_part2
+from . import compute, compute_part2, compute_part3, findings_part2
 from .models import (
     ONE_OFF_KINDS,
     SAVINGS_ONLY_KINDS,
@@ -44,6 +44,8 @@ KIND_HOURS = {
     Kind.IDLE_BETWEEN_RUNS: compute_part2.idle_between_runs_hours,
     Kind.DATA_STARVED: compute_part2.data_starved_hours,
     Kind.RIGHT_SIZE: compute_part2.right_size_hours,
+    # Part 3 (compute_part3.py).
+    **compute_part3.KIND_HOURS,
 }
 # kind -> function(cursor, start=, end=) filling compute.HOURS_TABLE with the same hours and
 # returning {subject_key: evidence to add}: used instead on PostgreSQL where a kind has one.
@@ -317,6 +319,7 @@ def _kind_store_sql(
     _refresh(
         kind=kind,
         findings=findings,
+        subjects={},
         created=created,
         org=org,
         settings=settings,
@@ -346,8 +349,10 @@ def _kind_store(
             finding.savings_per_month = {}  # a lever not found again saves nothing
     for key, subject in subjects.items():
         if key not in existing:
-            if not any(figure.wasted > 0 for figure in subject.hours.values()) and not getattr(
-                subject, "savings", None
+            if (
+                not subject.savings_per_month
+                and not getattr(subject, "savings", None)
+                and not any(figure.wasted > 0 for figure in subject.hours.values())
             ):
                 continue  # a busy GPU, or nothing unattributed: no finding
             finding = Finding.objects.create(
@@ -367,7 +372,7 @@ def _kind_store(
             rows.append(
                 (
                     finding.pk,
-                    hour_key[2] if len(hour_key) > 2 else subject.line_key,
+                    figure.line_key or (hour_key[2] if len(hour_key) > 2 else subject.line_key),
                     hour,
                     currency,
                     _exact(figure.wasted),
@@ -385,11 +390,14 @@ def _kind_store(
                 finding.savings_per_month = {
                     c: _text(a) for c, a in sorted(subject.savings.items()) if a > 0
                 }
+        elif subject.evidence:
+            finding.evidence = dict(subject.evidence)
     _hours_write(rows)
     counts = {"subjects": len(subjects), "created": 0, "gone": 0, "reopened": 0, "hours": len(rows)}
     _refresh(
         kind=kind,
         findings=list(existing.values()),
+        subjects=subjects,
         created=set(created),
         org=org,
         settings=settings,
@@ -438,6 +446,7 @@ def _refresh(
     *,
     kind: str,
     findings: list[Finding],
+    subjects: dict[str, compute.SubjectHours],
     created: set[int],
     org: Organization,
     settings: InsightsSettings,
@@ -489,7 +498,9 @@ def _refresh(
     for finding in findings:
         wasted = {c: a for c, a in totals.get(finding.pk, {}).items() if a > 0}
         org_wasted = wasted.get(org.currency, Decimal("0"))
-        live = bool(wasted)
+        subject = subjects.get(finding.subject_key)
+        says = subject is not None and subject.savings_per_month is not None
+        live = bool(wasted) or bool(says and subject.savings_per_month)
         figures = hours_of.get(finding.pk, {})
         if kind == Kind.IDLE_GPU and live:
             currency = org.currency if org.currency in wasted else sorted(wasted)[0]
@@ -524,7 +535,11 @@ def _refresh(
             _change(finding=finding, to=Status.OPEN, note="Came back.")
             counts["reopened"] += 1
         finding.wasted = {c: _text(a) for c, a in sorted(wasted.items())}
-        if kind in ONE_OFF_KINDS or kind == Kind.UNATTRIBUTED:
+        if says:
+            finding.savings_per_month = {
+                c: _text(_exact(a)) for c, a in sorted(subject.savings_per_month.items()) if a > 0
+            }
+        elif kind in ONE_OFF_KINDS or kind == Kind.UNATTRIBUTED:
             finding.savings_per_month = {}
         elif kind in SAVINGS_ONLY_KINDS:
             pass  # the lever's own estimate, set by _kind_store
@@ -536,6 +551,10 @@ def _refresh(
         finding.first_seen = seen.get(finding.pk, {}).get("first")
         finding.last_seen = seen.get(finding.pk, {}).get("last")
         owner = owners.get(finding.pk)
+        if owner is None and subject is not None and any(subject.owner):
+            owner = dict(
+                zip(("project_id", "experiment_id", "deployment_id"), subject.owner, strict=True)
+            )
         if owner:
             finding.project_id = owner["project_id"]
             finding.experiment_id = owner["experiment_id"]
@@ -558,7 +577,16 @@ def _refresh(
         )
         evidence.update(facts.get(finding.pk, {}))
         finding.evidence = evidence
-        if kind in findings_part2.REASONS:
+        if subject is not None and subject.reason:
+            reason = subject.reason
+        elif kind in compute_part3.REASONS:
+            reason = compute_part3.REASONS[kind](
+                finding=finding,
+                currency=currency,
+                wasted=wasted.get(currency, Decimal("0")),
+                billed=billed,
+            )
+        elif kind in findings_part2.REASONS:
             reason = findings_part2.REASONS[kind](
                 evidence=evidence, wasted=wasted.get(currency, Decimal("0")), currency=currency
             )

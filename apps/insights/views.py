@@ -18,10 +18,12 @@ from apps.projects.selectors import projects_visible_to
 from apps.spend.filters import SpendFilters, spend_filters_from
 from costsite.spreadsheet import neutralised
 
-from . import selectors, services
+from . import selectors, selectors_part3, services
 from .charts import evidence_chart
 from .charts_part2 import part2_chart
+from .charts_part3 import commitment_chart, coverage_chart, loss_chart
 from .forms import ActionForm, BulkForm, WasteFilterForm
+from .models import Kind
 
 
 def _filters(request: HttpRequest) -> SpendFilters:
@@ -81,6 +83,15 @@ def waste(request: HttpRequest) -> HttpResponse:
         ),
         "can_act": selectors.can_act_on_any(user=request.user),
         "query": request.GET.urlencode(),
+        "failed": selectors_part3.failed_wasted(
+            findings=selectors.findings_visible_to(user=request.user), start=start, end=end
+        ),
+        "coverage_chart": coverage_chart(
+            rows=selectors_part3.gpu_coverage(
+                user=request.user, start=start, end=end, currency=org.currency
+            ),
+            currency=org.currency,
+        ),
     }
     template = "insights/waste.html#waste-body" if request.htmx else "insights/waste.html"
     return render(request, template, context)
@@ -136,12 +147,21 @@ def waste_csv(request: HttpRequest) -> HttpResponse:
 def finding_detail(request: HttpRequest, finding_pk: int) -> HttpResponse:
     finding = selectors.finding_for_user(user=request.user, pk=finding_pk)
     currency = finding.evidence.get("currency") or Organization.get().currency
-    hours = selectors.finding_hours(finding=finding)
-    chart = part2_chart(finding=finding, hours=hours, currency=currency)
+    if finding.kind == Kind.STALLED_RUN:
+        chart = loss_chart(evidence=finding.evidence)
+    elif finding.kind == Kind.UNUSED_COMMITMENT:
+        chart = commitment_chart(evidence=finding.evidence, currency=currency)
+    elif finding.kind in {Kind.SPOT_CANDIDATE, Kind.CHEAPER_REGION}:
+        chart = None  # the price comparison table is the evidence
+    else:
+        hours = selectors.finding_hours(finding=finding)
+        chart = part2_chart(finding=finding, hours=hours, currency=currency) or evidence_chart(
+            hours=hours, currency=currency
+        )
     context = {
         "finding": finding,
         "events": finding.events.select_related("by"),
-        "chart": chart or evidence_chart(hours=hours, currency=currency),
+        "chart": chart,
         "realised": selectors.realised_savings(finding=finding, as_of=selectors.data_as_of()),
         "can_act": selectors.can_act_on(user=request.user, finding=finding),
         "form": ActionForm(),

@@ -10,6 +10,7 @@ from django.urls import reverse
 from apps.accounts.selectors import teams_led_by
 from apps.digests.selectors import project_alerts
 from apps.insights.selectors import findings_section
+from apps.insights.selectors_part3 import project_failed_share
 from apps.projects.selectors import can_create_project, can_edit_project, project_for_user
 from apps.spend.sections import project_spend, request_organization
 from apps.spend.views import overview
@@ -104,7 +105,8 @@ def _spend(request: HttpRequest, project) -> dict:
     findings = findings_section(
         user=request.user, start=period.start, end=period.end, project=project
     )
-    return {**spend, "findings": findings}
+    failed = project_failed_share(project=project, start=period.start, end=period.end)
+    return {**spend, "findings": findings, "failed_share": failed}
 
 
 @login_required

@@ -180,6 +180,19 @@ class AzureFormat(BillingFormat):
             if charge is not None
             else pa.array(["Usage"] * length, pa.string())
         )
+        if charge is not None:
+            # A reservation's or savings plan's unused part is its own charge type: FOCUS says
+            # CommitmentDiscountStatus = Unused (the insights' unused commitments read it).
+            unused = pc.fill_null(
+                pc.is_in(
+                    pc.utf8_lower(pc.utf8_trim_whitespace(charge)),
+                    value_set=pa.array(["unusedreservation", "unusedsavingsplan"]),
+                ),
+                False,
+            )
+            arrays["CommitmentDiscountStatus"] = pc.if_else(
+                unused, pa.scalar("Unused", pa.string()), pa.scalar(None, pa.string())
+            )
         if "frequency" in roles:
             arrays["ChargeFrequency"] = _lookup(
                 column("frequency"), FREQUENCY, roles["frequency"], "a frequency"

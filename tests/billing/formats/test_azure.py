@@ -204,6 +204,9 @@ def test_ea_lines_read_dates_packs_spot_and_vm_sizes(acme, tmp_path):
         "Committed",
         "Committed",
     ]
+    # The unused part of the reservation is FOCUS's Unused commitment (the others say nothing).
+    assert [lines[n].commitment_discount_status for n in (2, 4, 5)] == ["", "", "Unused"]
+    assert lines[5].commitment_discount_id == "res-1"
     assert lines[6].pricing_quantity == Decimal("2.5")
     assert lines[6].consumed_quantity == Decimal("25000")
     assert lines[6].pricing_unit == "Units"

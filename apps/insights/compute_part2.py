@@ -125,7 +125,7 @@ def _line_hours(
             if figure is None:
                 figure = hours[(hour, currency)] = HourFigure(currency)
             figure.spend += amount
-            if amount > figure.owner_spend:
+            if figure.owner_spend is None or amount > figure.owner_spend:
                 figure.owner, figure.owner_spend = owner, amount
     return out
 

@@ -80,7 +80,7 @@ def _spread(
             figure = subject.hours[key] = HourFigure(row["billing_currency"], line_key=line_key)
         figure.spend += per_hour
         figure.wasted += per_hour
-        if per_hour > figure.owner_spend:
+        if figure.owner_spend is None or per_hour > figure.owner_spend:
             figure.owner, figure.owner_spend = owner, per_hour
     return total
 

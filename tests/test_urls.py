@@ -458,6 +458,7 @@ ACCESS = {
     "gpu_source_edit": "staff",
     "gpu_source_pause": "staff",
     "gpu_source_poll": "staff",
+    "data_freshness": "lead",  # read-only: leads see how far the bill has got
     "billing_source_list": "staff",
     "billing_source_create": "staff",
     "billing_source_detail": "staff",

@@ -74,12 +74,18 @@ class SpendSection:
     export_url: str
     export_query: str
     data_as_of: datetime | None
+    bill_freshness: selectors.BillFreshness
     series: selectors.SpendSeries
     spend_chart: Chart
 
     def context(self) -> dict:
         """The section's fields by name, for a template's context (not copied)."""
         return {item.name: getattr(self, item.name) for item in fields(self)}
+
+
+def _freshness() -> dict:
+    fresh = selectors.bill_freshness()
+    return {"data_as_of": fresh.newest, "bill_freshness": fresh}
 
 
 def _common(*, filters: SpendFilters, currency: str, export_url: str) -> dict:
@@ -89,7 +95,7 @@ def _common(*, filters: SpendFilters, currency: str, export_url: str) -> dict:
         "currency": currency,
         "export_url": export_url,
         "export_query": filters.query_string,
-        "data_as_of": selectors.data_as_of(),
+        **_freshness(),
     }
 
 

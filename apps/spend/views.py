@@ -53,6 +53,11 @@ def _wants_spend(request: HttpRequest) -> bool:
     return bool(request.htmx) and request.htmx.target == "spend"
 
 
+def _freshness() -> dict:
+    fresh = selectors.bill_freshness()
+    return {"data_as_of": fresh.newest, "bill_freshness": fresh}
+
+
 def _common(request: HttpRequest, filters: SpendFilters, export_url: str) -> dict:
     return {
         "filters": filters,
@@ -60,7 +65,7 @@ def _common(request: HttpRequest, filters: SpendFilters, export_url: str) -> dic
         "currency": _org(request).currency,
         "export_url": export_url,
         "export_query": filters.query_string,
-        "data_as_of": selectors.data_as_of(),
+        **_freshness(),
     }
 
 

@@ -38,6 +38,7 @@ def spend():
         ),
         fingerprint="linked",
         max_charge_period_end=now,
+        max_usage_period_end=now,
     )
     DailyCost.objects.create(
         delivery=delivery,

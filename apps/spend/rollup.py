@@ -353,12 +353,13 @@ def overview_scope(
     provider: str = "",
     workload: str = "",
 ) -> SpendScope:
-    """The overview's rows: staff every row; a lead the team's projects and unattributed spend;
-    a member the team's projects."""
+    """The overview's rows: staff every row; a lead or a member the team's projects. A lead's
+    headline is the team's spend, the same as a member's: unattributed spend belongs to no team,
+    so the overview shows it apart, as what the lead may claim."""
     return SpendScope(
         currency=currency,
         projects=None if user.is_staff else projects_visible_to(user=user),
-        unattributed=team is None and project is None and sees_unattributed(user=user),
+        unattributed=team is None and project is None and user.is_staff,
         team=team,
         project=project,
         provider=provider,

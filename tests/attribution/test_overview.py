@@ -154,17 +154,34 @@ def test_a_member_sees_the_teams_projects_and_no_unattributed_spend(member_clien
     assert reverse("unattributed") not in page
 
 
-def test_a_lead_also_sees_unattributed_spend(lead_client, bill):
-    context = overview(lead_client).context
-    assert context["series"].total == D("255.00")  # Image ranking 235 and unattributed 20
-    assert context["series"].unattributed == D("20.00")
+def test_a_leads_headline_is_the_teams_spend_with_unattributed_spend_apart(
+    lead_client, member_client, bill
+):
+    response = overview(lead_client)
+    context = response.context
+    # The same headline as the team's member: Image ranking's 235, not the organisation's 20
+    # unattributed on top.
+    assert context["series"].total == D("235.00")
+    assert context["series"].total == overview(member_client).context["series"].total
+    assert context["series"].unattributed == D("0")
+    assert context["summary"].month_to_date == D("185.00")
+    # Unattributed spend is shown apart, as what the lead may claim.
+    assert context["claimable"].amount == D("20.00")
     assert [r.resource_id for r in context["unattributed"]] == ["i-orphan", BUCKET]
+    page = response.content.decode()
+    assert '<p class="figure" id="period-total">$235.00</p>' in page
+    assert (
+        f'<a href="{reverse("unattributed")}">$20.00 unattributed</a>, not in this figure, '
+        "is yours to claim"
+    ) in page
+    assert 'id="attributed-share"' not in page
 
 
 def test_an_outsider_sees_only_the_other_teams_projects(outsider_client, bill):
     context = overview(outsider_client).context
     # The outsider leads Language: Translation, and unattributed spend.
-    assert context["series"].totals == {"fine_tuning": D("280.00"), "unattributed": D("20.00")}
+    assert context["series"].totals == {"fine_tuning": D("280.00")}
+    assert context["claimable"].amount == D("20.00")
     assert [b.project.name for b in context["budgets"]] == ["Translation"]
     page = overview(outsider_client).content.decode()
     assert "Image ranking" not in page and "resnet" not in page

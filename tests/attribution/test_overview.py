@@ -1,6 +1,6 @@
 """The overview (home): every figure of the bill in conftest.py, worked out by hand."""
 
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
@@ -73,6 +73,31 @@ def test_month_to_date_compares_with_the_same_days_of_last_month_and_forecasts_t
     assert summary.change == (D("405") - D("84")) / D("84")
 
 
+def test_until_seven_days_are_loaded_the_forecast_is_last_months_total_and_says_so(
+    staff_client, bill
+):
+    import time_machine
+
+    from apps.billing.models import Delivery
+
+    # The 3rd of March, the bill loaded up to 2 March 00:00: one day of March.
+    Delivery.objects.update(max_usage_period_end=datetime(2025, 3, 2, tzinfo=UTC))
+    with time_machine.travel(datetime(2025, 3, 3, 8, tzinfo=UTC), tick=False):
+        response = overview(staff_client)
+    summary = response.context["summary"]
+    assert summary.elapsed_days == 1
+    assert summary.forecast_is_last_month is True
+    assert summary.forecast == summary.last_month_total == D("214.00")  # not one day x 31
+    page = response.content.decode()
+    assert '<p class="figure" id="forecast">$214.00</p>' in page
+    assert "last month's total: fewer than 7 days of this month are loaded" in page
+    # Budgets compare last month's spend too: nothing reads as on track on one day's data.
+    assert [(b.project.name, b.forecast, b.status) for b in response.context["budgets"]] == [
+        ("Translation", D("100.00"), "on track"),  # February's 100 against a budget of 300
+        ("Image ranking", D("110.00"), "on track"),
+    ]
+
+
 def test_budgets_list_the_projects_heading_over_them_first(staff_client, bill):
     budgets = overview(staff_client).context["budgets"]
     assert [
@@ -131,9 +156,13 @@ def test_the_biggest_unattributed_resources_and_the_attributed_share(staff_clien
     assert '<span id="attributed-share">96.3%</span> attributed' in page  # 515 / 535
 
 
-def test_data_as_of_is_the_end_of_the_newest_charge_period_loaded(staff_client, bill):
-    page = overview(staff_client).content.decode()
-    assert 'bill loaded up to <span class="data-as-of">19 Mar 2025 00:00</span>' in page
+def test_the_bill_reads_as_loaded_up_to_its_oldest_accounts_data(staff_client, bill):
+    response = overview(staff_client)
+    page = response.content.decode()
+    # AWS is loaded up to 19 March, Google Cloud to 16 March: the figures are whole up to the 16th.
+    assert 'bill loaded up to <span class="data-as-of">16 Mar 2025 00:00</span>' in page
+    assert "(account <code>gcp-1</code>, the furthest behind of 2" in page
+    assert response.context["data_as_of"] == datetime(2025, 3, 19, tzinfo=UTC)  # the run rate's
 
 
 def test_a_member_sees_the_teams_projects_and_no_unattributed_spend(member_client, bill):

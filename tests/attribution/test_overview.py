@@ -116,7 +116,8 @@ def test_the_pareto_of_projects_and_of_models_says_who_drives_the_spend(staff_cl
         ("Image ranking", D("235.00")),
     ]
     assert projects.items[0].cumulative_share == D("280") / D("515")
-    assert projects.headline == "2 of 2 projects are 100% of the spend"
+    # Both projects are needed to reach 80%: the headline says what the largest is instead.
+    assert projects.headline == "Translation is the largest, 54% of the spend"  # 280 / 515
     chart = context["projects_chart"].figure["data"]
     assert chart[0]["x"] == ["Translation", "Image ranking"]
     assert chart[0]["y"] == [280.0, 235.0]
@@ -127,7 +128,20 @@ def test_the_pareto_of_projects_and_of_models_says_who_drives_the_spend(staff_cl
         ("mt", D("280.00")),
         ("ranker", D("190.00")),
     ]
-    assert models.headline == "2 of 2 models are 100% of the spend"
+    assert models.headline == "mt is the largest, 59% of the spend"  # 280 / 470
+
+
+def test_a_pareto_headline_names_a_few_only_when_a_few_drive_the_spend():
+    from apps.spend.changes import pareto
+
+    def headline(*amounts):
+        items = [(n, f"p{n}", D(a), "") for n, a in enumerate(amounts)]
+        return pareto(noun="projects", amounts=items).headline
+
+    assert headline("90", "5", "3", "2") == "1 of 4 projects are 90% of the spend"
+    assert headline("50", "40", "10") == "2 of 3 projects are 90% of the spend"
+    assert headline("34", "33", "33") == "p0 is the largest, 34% of the spend"  # not "3 of 3"
+    assert headline("12.50") == "p0 is all of the spend"
 
 
 def test_top_movers_compare_with_the_period_before(staff_client, bill):

@@ -82,6 +82,7 @@ from .unattributed import (
     unattributed_resources,
     unattributed_rows,
     unattributed_summary,
+    unattributed_without_resource_id,
 )
 
 __all__ = [
@@ -137,6 +138,7 @@ __all__ = [
     "unattributed_resources",
     "UnattributedSummary",
     "unattributed_summary",
+    "unattributed_without_resource_id",
     "ExperimentCost",
     "ExperimentCosts",
     "experiment_costs",

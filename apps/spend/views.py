@@ -483,6 +483,9 @@ def unattributed_context(request: HttpRequest, *, claim_form: ClaimForm | None =
         ),
         page=page,
         resources=[selectors.UnattributedResource(**row) for row in page.object_list],
+        without_resource_id=selectors.unattributed_without_resource_id(
+            period=filters.period, currency=currency, provider=filters.provider
+        ),
         page_query=filters.query_string,
         claim_form=claim_form,
         recent_claims=AllocationRule.objects.filter(name__startswith=CLAIM_RULE_PREFIX)

@@ -289,3 +289,45 @@ def test_the_claim_service_refuses_a_pattern_that_matches_everything(lead, bill)
     with pytest.raises(ValueError, match="A pattern that matches every resource id"):
         unattributed_claim(project=bill.vision_project, pattern="*[!x]*", created_by=lead)
     assert not AllocationRule.objects.exists()
+
+
+def test_the_count_says_what_the_list_shows_and_lines_without_a_resource_id_are_said_apart(
+    staff_client, lead_client, bill
+):
+    # A resource whose charge and credit net to nothing, and a transfer line with no resource id.
+    resource_rollup(bill.march, date(2025, 3, 14), "i-netted", "4.00")
+    resource_rollup(bill.march, date(2025, 3, 15), "i-netted", "-4.00")
+    rollup(
+        bill.march, date(2025, 3, 14), "3.50", workload="unattributed", service="AWS Data Transfer"
+    )
+    response = staff_client.get(reverse("unattributed"))
+    summary = response.context["summary"]
+    listed = [r.resource_id for r in response.context["resources"]]
+    assert listed == ["i-orphan", BUCKET]
+    assert summary.resources == len(listed) == 2  # not 3: i-netted is not listed
+    assert (summary.amount, summary.without_resource_id) == (D("23.50"), D("3.50"))
+    # (The fixture's row 6 books the bucket's 5.00 under EC2 in the daily rollup and under S3 in
+    # the resource rollup, so those two services show +5 and -5 here; the transfer is exact.)
+    without = {(w.service_name, w.amount) for w in response.context["without_resource_id"]}
+    assert ("AWS Data Transfer", D("3.50")) in without
+    page = response.content.decode()
+    assert (
+        '<p class="muted" id="unattributed-count">2 resources to assign, and $3.50 on lines '
+        "without a resource id (transfer, fees): a rule on the service or account claims those</p>"
+    ) in page
+    assert '<table class="striped" id="without-resource-id">' in page
+
+    # Every resource claimed: the page does not say "nothing unattributed" while $3.50 still is.
+    AllocationRule.objects.create(
+        name="all", field=AllocationRule.Field.RESOURCE, pattern="i-*", project=bill.vision_project
+    )
+    from apps.billing.models import DailyResourceCost
+
+    DailyResourceCost.objects.update(project=bill.vision_project)
+    DailyCost.objects.filter(project=None).exclude(service_name="AWS Data Transfer").update(
+        project=bill.vision_project
+    )
+    page = lead_client.get(reverse("unattributed")).content.decode()
+    assert "Nothing unattributed in this period" not in page
+    assert "No resource left to assign in this period, but $3.50 is still unattributed" in page
+    assert "staff add it on the allocation page" in page

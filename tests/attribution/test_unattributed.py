@@ -331,3 +331,24 @@ def test_the_count_says_what_the_list_shows_and_lines_without_a_resource_id_are_
     assert "Nothing unattributed in this period" not in page
     assert "No resource left to assign in this period, but $3.50 is still unattributed" in page
     assert "staff add it on the allocation page" in page
+
+
+@pytest.mark.django_db(transaction=False, databases=["default", "progress"])
+def test_a_claim_can_set_the_workload_of_what_it_moves(
+    lead_client, imported, eager_celery, django_capture_on_commit_callbacks
+):
+    # A GPU box claimed for the project alone reads as "Other" unless the claim says training.
+    with django_capture_on_commit_callbacks(execute=True):
+        lead_client.post(
+            reverse("unattributed_claim"),
+            {"resource_id": "i-stray", "target": f"project:{imported.pk}", "workload": "training"},
+            follow=True,
+        )
+    rule = AllocationRule.objects.get(pattern__icontains="i-stray")
+    assert rule.workload == "training"
+    totals = {t.key: t.effective_cost for t in spend_totals(by=("project_id", "workload"))}
+    assert totals == {
+        (imported.pk, "other"): D("12.50"),  # the tagged line: no claim touched it
+        (imported.pk, "training"): D("10.00"),
+        (None, "unattributed"): D("1.00"),
+    }

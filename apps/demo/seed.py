@@ -34,6 +34,7 @@ from apps.experiments.services import experiment_create
 from apps.projects.models import Project, TagKeyAlias
 from apps.projects.services import project_create
 
+from .activity import demo_activity_load
 from .billing import demo_billing_load
 from .catalogue import (
     DURATION_HOURS,
@@ -84,6 +85,7 @@ class DemoDataStep(Protocol):
 DEMO_DATA_STEPS: list[tuple[str, DemoDataStep]] = [
     ("billing", demo_billing_load),
     ("gpu-metrics", demo_gpu_metrics_load),
+    ("traffic-and-metrics", demo_activity_load),
 ]
 
 

@@ -213,6 +213,8 @@ def _tidy_value_axes(plain: dict) -> None:
 
 def _day_labelled(axis: dict) -> bool:
     tickformat = axis.get("tickformat", "")
+    if "%H" in tickformat or "%I" in tickformat:
+        return False  # labels with the hour tick as often as plotly likes
     return "%d" in tickformat or "%-d" in tickformat or "%e" in tickformat
 
 
@@ -236,9 +238,13 @@ def _tidy_date_axes(plain: dict) -> None:
         axis = layout.setdefault(name, {})
         axis.setdefault("type", "date")
         axis.setdefault("automargin", True)
+        first, last = min(values), max(values)
+        if "tickformat" not in axis and "tickvals" not in axis:
+            # Plotly's own date labels take two lines ("Nov 25" over "2026"): the second was
+            # clipped under the axis. One line: the day, and the hour where the span is short.
+            axis["tickformat"] = "%-d %b" if last - first >= timedelta(days=2) else "%-d %b %H:%M"
         if any(key in axis for key in ("dtick", "tickvals")):
             continue
-        first, last = min(values), max(values)
         whole_days = all(m.hour == m.minute == m.second == m.microsecond == 0 for m in values)
         month_buckets = whole_days and all(m.day == 1 for m in values) and not _day_labelled(axis)
         if month_buckets and len({(m.year, m.month) for m in values}) <= 12:

@@ -25,20 +25,33 @@ def first_link(page, url: str, selector: str) -> str:
     return page.locator(selector).first.get_attribute("href")
 
 
+def _links(page, prefix: str) -> list[str]:
+    return page.eval_on_selector_all(
+        f"a[href^='{prefix}']", "links => links.map(a => a.getAttribute('href'))"
+    )
+
+
 def pages(page) -> dict[str, str]:
-    project = first_link(page, f"{BASE}/projects/", "table a[href^='/projects/']:not(.sort-link)")
-    found = {"overview": "/?preset=90d", "project": f"{project}?preset=90d"}
-    page.goto(BASE + project)
-    found["experiment"] = page.locator("a[href^='/experiments/']").first.get_attribute("href")
-    found["model"] = page.locator("a[href^='/models/']").first.get_attribute("href")
-    found["deployment"] = page.locator("a[href^='/deployments/']").first.get_attribute("href")
+    """The overview, then the first project (in the list's order) that has a model, an experiment
+    and a deployment, and those; the unattributed page; the fleet and its first GPU."""
+    page.goto(f"{BASE}/projects/")
+    projects = [h for h in _links(page, "/projects/") if h.count("/") == 3 and "?" not in h]
+    found = {"overview": "/?preset=90d"}
+    for project in projects:
+        page.goto(BASE + project)
+        kinds = {kind: _links(page, f"/{kind}s/") for kind in ("experiment", "model", "deployment")}
+        details = {
+            kind: [h for h in links if h.rstrip("/").split("/")[-1].isdigit()]
+            for kind, links in kinds.items()
+        }
+        if all(details.values()):
+            found["project"] = f"{project}?preset=90d"
+            found.update({kind: links[0] for kind, links in details.items()})
+            break
     found["unattributed"] = "/unattributed/?preset=90d"
     found["gpus"] = "/gpus/"
     page.goto(f"{BASE}/gpus/")
-    found["gpu"] = page.eval_on_selector_all(
-        "a[href^='/gpus/']",
-        "links => links.map(a => a.getAttribute('href')).find(h => /^\\/gpus\\/\\d+\\/$/.test(h))",
-    )
+    found["gpu"] = next(h for h in _links(page, "/gpus/") if h.strip("/").split("/")[-1].isdigit())
     return found
 
 

@@ -82,7 +82,20 @@ def test_an_hourly_time_axis_takes_the_margin_its_labels_need_and_keeps_its_own_
             "layout": {"xaxis": {"type": "date"}},
         },
     )
-    assert chart.figure["layout"]["xaxis"] == {"type": "date", "automargin": True}
+    # One line per label (plotly's own put the year on a second, clipped line).
+    assert chart.figure["layout"]["xaxis"] == {
+        "type": "date",
+        "automargin": True,
+        "tickformat": "%-d %b %H:%M",
+    }
+    week = chart_from_figure(
+        id="gpu",
+        figure={
+            "data": [{"type": "scatter", "x": ["2025-03-01T10:00:00", "2025-03-08T11:00:00"]}],
+            "layout": {"xaxis": {"type": "date"}},
+        },
+    )
+    assert week.figure["layout"]["xaxis"]["tickformat"] == "%-d %b"
 
 
 def test_a_pareto_bar_hovers_with_its_whole_name_and_share():

@@ -221,21 +221,42 @@ def imported(organization, frozen, project, tmp_path):
     return project
 
 
-@pytest.mark.django_db(transaction=False, databases=["default", "progress"])
+def _wait_for(predicate, worker, timeout: float = 90):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"gave up after {timeout}s; worker log:\n{worker.log()}")
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "progress"])
 def test_assigning_a_resource_moves_its_imported_history_to_the_run(
-    lead_client, imported, eager_celery, django_capture_on_commit_callbacks
+    lead_client, imported, celery_worker_process
 ):
+    """The whole way, through the real worker: the claim commits, the re-attribution is queued
+    after the commit and a Celery worker (another process) moves the history."""
+    from apps.billing.models import AttributionRun
+
     run = ExperimentFactory(project=imported, name="stray-run")
     assert lead_client.get(reverse("unattributed")).context["summary"].amount == D("11.00")
 
-    with django_capture_on_commit_callbacks(execute=True):
-        response = lead_client.post(
-            reverse("unattributed_claim"),
-            {"resource_id": "i-stray", "target": f"experiment:{run.pk}"},
-            follow=True,
-        )
-
+    response = lead_client.post(
+        reverse("unattributed_claim"),
+        {"resource_id": "i-stray", "target": f"experiment:{run.pk}"},
+        follow=True,
+    )
     assert "$10.00 of unattributed spend moves there" in response.content.decode()
+    attribution = AttributionRun.objects.get()
+
+    def done() -> bool:
+        attribution.refresh_from_db()
+        return attribution.status in ("succeeded", "failed")
+
+    _wait_for(done, celery_worker_process)
+    assert attribution.status == "succeeded", celery_worker_process.log()
     totals = {t.key: t.effective_cost for t in spend_totals(by=("experiment_id", "workload"))}
     assert totals == {
         (None, "other"): D("12.50"),

@@ -15,6 +15,7 @@ copy every property several times over, which cost the overview more than its SQ
 import functools
 import json
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -125,6 +126,152 @@ def escape_figure_text(figure: dict) -> None:
     _escape_layout(figure.get("layout", {}))
 
 
+# -- Axes every chart gets right ------------------------------------------------------------------
+# Ticks that read wrong were fixed chart by chart and came back on the next one; they are fixed
+# here, once, for every figure: an axis of small whole numbers ticks at whole numbers (not
+# "0, 1, 1, 2, 2" from ".0f" on 0.5 steps), a date axis whose labels are days ticks once a day
+# (not one day three times), a run of one day is drawn as one day's bar in the middle, not one
+# bar over the whole width, and tick labels take the margin they need (never clipped).
+DAY_MS = 86_400_000
+SMALL_WHOLE = 10  # up to this many units, an axis of whole numbers ticks at every one
+SHORT_SPAN_DAYS = 14  # up to this many days, a day-labelled axis ticks once a day
+_INTEGER_FORMATS = (".0f", ",.0f", "d", ",d", "~s")
+
+
+def _axis_name(trace: dict, letter: str) -> str:
+    ref = trace.get(f"{letter}axis") or letter
+    return f"{letter}axis{ref[1:]}"
+
+
+def _numbers(values) -> list[float]:
+    if not isinstance(values, list):
+        return []
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def _moment(value) -> datetime | None:
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day)
+    if isinstance(value, str) and len(value) >= 10 and value[4:5] == "-" and value[7:8] == "-":
+        try:
+            return datetime.fromisoformat(value.replace("Z", "")[:26]).replace(tzinfo=None)
+        except ValueError:
+            return None
+    return None
+
+
+def _value_axes(plain: dict) -> dict[str, list[float]]:
+    """Per value axis, the heights drawn on it: stacked bars add up per x."""
+    layout = plain.get("layout", {})
+    stacked = layout.get("barmode") in ("stack", "relative")
+    heights: dict[str, list[float]] = {}
+    stacks: dict[str, dict] = {}
+    for trace in plain.get("data", []):
+        if trace.get("orientation") == "h" or trace.get("type", "scatter") not in (
+            "bar",
+            "scatter",
+        ):
+            continue
+        axis = _axis_name(trace, "y")
+        ys = trace.get("y")
+        if not isinstance(ys, list):
+            continue
+        if stacked and trace.get("type") == "bar":
+            column = stacks.setdefault(axis, {})
+            for x, y in zip(trace.get("x") or range(len(ys)), ys, strict=False):
+                if isinstance(y, (int, float)):
+                    key = json.dumps(x, default=str)
+                    column[key] = column.get(key, 0.0) + float(y)
+            heights.setdefault(axis, []).extend(_numbers(ys))
+        else:
+            heights.setdefault(axis, []).extend(_numbers(ys))
+    for axis, column in stacks.items():
+        heights[axis].extend(column.values())
+    return heights
+
+
+def _tidy_value_axes(plain: dict) -> None:
+    layout = plain.setdefault("layout", {})
+    for name, values in _value_axes(plain).items():
+        axis = layout.setdefault(name, {})
+        if not values or axis.get("type") in ("date", "category", "log"):
+            continue
+        if any(key in axis for key in ("dtick", "tickvals", "range")):
+            continue  # a chart that chose its ticks or its range keeps them
+        top = max(abs(v) for v in values)
+        whole = all(v.is_integer() for v in values)
+        if whole and top <= SMALL_WHOLE:
+            axis.update(dtick=1, tick0=0, tickformat="d")
+            if top == 0:
+                axis["range"] = [0, 1]
+        elif axis.get("tickformat") in _INTEGER_FORMATS and top < SMALL_WHOLE:
+            # Rounded to whole units, ticks 0.5 apart read "0, 1, 1, 2, 2": show the cents.
+            axis["tickformat"] = ",.2f"
+
+
+def _day_labelled(axis: dict) -> bool:
+    tickformat = axis.get("tickformat", "")
+    if "%H" in tickformat or "%I" in tickformat:
+        return False  # labels with the hour tick as often as plotly likes
+    return "%d" in tickformat or "%-d" in tickformat or "%e" in tickformat
+
+
+def _tidy_date_axes(plain: dict) -> None:
+    layout = plain.setdefault("layout", {})
+    moments: dict[str, list[datetime]] = {}
+    bars: dict[str, list[dict]] = {}
+    for trace in plain.get("data", []):
+        xs = trace.get("x")
+        if not isinstance(xs, list) or not xs:
+            continue
+        name = _axis_name(trace, "x")
+        parsed = [_moment(x) for x in xs if x is not None]
+        if layout.get(name, {}).get("type") == "date" or (parsed and all(parsed)):
+            moments.setdefault(name, []).extend(m for m in parsed if m)
+            if trace.get("type") == "bar":
+                bars.setdefault(name, []).append(trace)
+    for name, values in moments.items():
+        if not values:
+            continue
+        axis = layout.setdefault(name, {})
+        axis.setdefault("type", "date")
+        axis.setdefault("automargin", True)
+        first, last = min(values), max(values)
+        if "tickformat" not in axis and "tickvals" not in axis:
+            # Plotly's own date labels take two lines ("Nov 25" over "2026"): the second was
+            # clipped under the axis. One line: the day, and the hour where the span is short.
+            axis["tickformat"] = "%-d %b" if last - first >= timedelta(days=2) else "%-d %b %H:%M"
+        if any(key in axis for key in ("dtick", "tickvals")):
+            continue
+        whole_days = all(m.hour == m.minute == m.second == m.microsecond == 0 for m in values)
+        month_buckets = whole_days and all(m.day == 1 for m in values) and not _day_labelled(axis)
+        if month_buckets and len({(m.year, m.month) for m in values}) <= 12:
+            axis.update(dtick="M1", tick0=first.strftime("%Y-%m-%d"))
+            if "tickformat" not in axis:
+                axis["tickformat"] = "%b %Y"
+            width, pad = 0.8 * 28 * DAY_MS, timedelta(days=16)
+        elif (last - first).days < SHORT_SPAN_DAYS and (whole_days or _day_labelled(axis)):
+            axis.update(dtick=DAY_MS, tick0=first.strftime("%Y-%m-%d"))
+            if "tickformat" not in axis:
+                axis["tickformat"] = "%-d %b"
+            width, pad = 0.8 * DAY_MS, timedelta(hours=12)
+        else:
+            continue
+        if whole_days and "range" not in axis:
+            # One bucket (a run of one day, one month) is drawn as one bar in a bucket's width.
+            axis["range"] = [(first - pad).isoformat(), (last + pad).isoformat()]
+            for trace in bars.get(name, []):
+                trace.setdefault("width", width)
+
+
+def tidy_axes(plain: dict) -> None:
+    """In place: the axes rules above, for a plain figure."""
+    _tidy_value_axes(plain)
+    _tidy_date_axes(plain)
+
+
 def chart_from_figure(
     *,
     id: str,
@@ -141,6 +288,7 @@ def chart_from_figure(
         return Chart(id=id, figure=None, empty_message=empty_message, label=label)
     plain = figure if isinstance(figure, dict) else _figure_json(figure)
     escape_figure_text(plain)
+    tidy_axes(plain)
     layout = plain.get("layout", {})
     _merge(layout, json.loads(json.dumps(SITE_LAYOUT)))
     # A fresh copy per chart (json.loads is quicker than deepcopy): a caller may change it.

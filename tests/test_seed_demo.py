@@ -394,3 +394,36 @@ def test_the_demo_bill_and_gpu_metrics_are_loaded_through_the_real_importers(set
     workloads = set(DailyCost.objects.values_list("workload", flat=True))
     assert {"training", "inference", "development", "storage", "unattributed"} <= workloads
     assert GpuHour.objects.exists()
+
+
+@pytest.mark.django_db(databases=["default", "progress"])
+def test_every_deployment_serves_hourly_traffic_and_every_training_run_has_a_loss_curve(
+    settings, tmp_path
+):
+    import time_machine
+
+    from apps.deployments.models import TrafficHour
+    from apps.experiments.models import MetricPoint
+
+    settings.COSTSITE_DATA_DIR = tmp_path
+    with time_machine.travel("2026-11-30 04:00:00Z"):
+        seed("--small")
+        seed("--small")  # a second run records nothing twice
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 11, 30, 4, tzinfo=UTC)
+    for deployment in Deployment.objects.all():
+        hours = TrafficHour.objects.filter(deployment=deployment)
+        started = max(deployment.started_at, now - timedelta(days=DEMO_HISTORY_DAYS))
+        ended = min(deployment.ended_at or now, now)
+        assert hours.count() >= int((ended - started) / timedelta(hours=1)) - 1, deployment
+        assert hours.filter(requests__gt=0).exists()
+    training = Experiment.objects.filter(kind__in=["training", "fine_tuning"])
+    assert training.exists()
+    shapes = []
+    for run in training:
+        loss = list(MetricPoint.objects.filter(experiment=run, name="loss").order_by("step"))
+        assert len(loss) == 60, run
+        shapes.append(loss[-1].value < loss[0].value * 0.5)
+    # Some converge, some stay flat.
+    assert True in shapes and False in shapes

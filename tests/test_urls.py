@@ -468,6 +468,7 @@ ACCESS = {
     "tracker_source_pause": "staff",
     "tracker_source_poll": "staff",
     "wandb_upload": "staff",
+    "data_freshness": "lead",  # read-only: leads see how far the bill has got
     "billing_source_list": "staff",
     "billing_source_create": "staff",
     "billing_source_detail": "staff",

@@ -1,11 +1,13 @@
 """How fresh the bill is, and what the sources pages read.
 
-Per source and billing account, "data as of" is the newest charge period end of the current
-deliveries that the source's runs loaded (`Delivery.max_charge_period_end`); uploads and
+Per source and billing account, "data as of" is the newest end of a usage line of the current
+deliveries that the source's runs loaded (`Delivery.max_usage_period_end`: ChargeCategory Usage,
+usage-based where the format says; a purchase or a monthly fee covers its whole month the day it
+is billed, so it would make a late bill look complete), never later than now; uploads and
 command-line imports form one group of their own. An account lags when its data as of is more
 than the group's lag days old (the source's `lag_days`; BILLING_FRESHNESS_LAG_DAYS for uploads).
-The overall data as of is the newest over every account, the same moment the spend pages show as
-"bill loaded up to" (`selectors.data_as_of`).
+The overall data as of is the newest over every account (`selectors.data_as_of`, what run rates
+count up to); the spend pages say the oldest account's (`oldest_account`), the others a click away.
 """
 
 from dataclasses import dataclass
@@ -63,9 +65,9 @@ def freshness(
         current = current.filter(import_run__source=source)
         sources = sources.filter(pk=source.pk)
     newest = (
-        current.exclude(max_charge_period_end=None)
+        current.exclude(max_usage_period_end=None)
         .values("import_run__source_id", "billing_account_id")
-        .annotate(as_of=Max("max_charge_period_end"))
+        .annotate(as_of=Max("max_usage_period_end"))
         .order_by("billing_account_id")
     )
     by_source: dict[int | None, list[tuple[str, datetime]]] = {}
@@ -111,6 +113,29 @@ def _group(
 
 def overall_as_of(groups: list[SourceFreshness]) -> datetime | None:
     return max((g.data_as_of for g in groups if g.data_as_of), default=None)
+
+
+@dataclass(frozen=True)
+class OldestAccount:
+    """What the spend pages say of freshness: the account furthest behind, of how many."""
+
+    billing_account_id: str
+    data_as_of: datetime
+    lagging: bool
+    accounts: int
+
+
+def oldest_account(*, now: datetime | None = None) -> OldestAccount | None:
+    accounts = [a for group in freshness(now=now) for a in group.accounts]
+    if not accounts:
+        return None
+    oldest = min(accounts, key=lambda a: (a.data_as_of, a.billing_account_id))
+    return OldestAccount(
+        billing_account_id=oldest.billing_account_id,
+        data_as_of=oldest.data_as_of,
+        lagging=oldest.lagging,
+        accounts=len({a.billing_account_id for a in accounts}),
+    )
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,27 @@ class _DeliveryTally:
     first_start: datetime | None = None
     last_start: datetime | None = None
     last_end: datetime | None = None
+    usage_end: datetime | None = None  # the newest end of a usage line: what freshness reads
+
+
+def _usage_lines(lines: pa.Table) -> pa.Table:
+    """The lines that say how far the bill has got: usage charged as used. A purchase, a fee
+    or a recurring line covers its whole period the day it is billed (a savings plan's monthly
+    fee ends on the month's last day), so it never moves "data as of"."""
+    usage = pc.fill_null(pc.equal(lines["charge_category"], "Usage"), False)
+    if "charge_frequency" in lines.column_names:
+        frequency = lines["charge_frequency"]
+        # Formats without ChargeFrequency leave it empty; where it is given it must be usage-based.
+        usage = pc.and_(
+            usage,
+            pc.fill_null(pc.or_(pc.equal(frequency, "Usage-Based"), pc.equal(frequency, "")), True),
+        )
+    return lines.filter(usage)
+
+
+def _usage_end(lines: pa.Table) -> datetime | None:
+    usage = _usage_lines(lines)
+    return pc.max(usage["charge_period_end"]).as_py() if usage.num_rows else None
 
 
 class _Importer:
@@ -351,6 +372,7 @@ class _Importer:
             tally.first_start = _earliest(tally.first_start, starts["min"])
             tally.last_start = _latest(tally.last_start, starts["max"])
             tally.last_end = _latest(tally.last_end, pc.max(lines["charge_period_end"]).as_py())
+            tally.usage_end = _latest(tally.usage_end, _usage_end(lines))
             return
         money = lines.group_by(["delivery_id", "billing_currency"]).aggregate(
             [("billed_cost", "sum"), ("effective_cost", "sum")]
@@ -373,6 +395,12 @@ class _Importer:
             tally.first_start = _earliest(tally.first_start, item["charge_period_start_min"])
             tally.last_start = _latest(tally.last_start, item["charge_period_start_max"])
             tally.last_end = _latest(tally.last_end, item["charge_period_end_max"])
+        usage = _usage_lines(lines)
+        if usage.num_rows:
+            ends = usage.group_by("delivery_id").aggregate([("charge_period_end", "max")])
+            for item in ends.to_pylist():
+                tally = _by_id(tallies, item["delivery_id"])
+                tally.usage_end = _latest(tally.usage_end, item["charge_period_end_max"])
 
     def _settle(
         self,
@@ -453,6 +481,7 @@ class _Importer:
             delivery.first_charge_period_start = tally.first_start
             delivery.last_charge_period_start = tally.last_start
             delivery.max_charge_period_end = tally.last_end
+            delivery.max_usage_period_end = tally.usage_end
             delivery.last_line_id = _last_line_id()
             delivery.save()
             rollups.write(delivery_ids=[delivery.pk])

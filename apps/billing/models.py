@@ -320,6 +320,9 @@ class Delivery(models.Model):
     first_charge_period_start = models.DateTimeField(null=True, blank=True)
     last_charge_period_start = models.DateTimeField(null=True, blank=True)
     max_charge_period_end = models.DateTimeField(null=True, blank=True)
+    # The newest end of a usage line (ChargeCategory Usage, usage-based where the format says):
+    # how far the bill has got. Purchases and fees cover whole periods and do not move it.
+    max_usage_period_end = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     replaced_at = models.DateTimeField(null=True, blank=True)
 

@@ -92,6 +92,7 @@ def unattributed_claim(
     pattern: str = "",
     experiment: Experiment | None = None,
     deployment: Deployment | None = None,
+    workload: str = "",
     created_by: AbstractBaseUser | None = None,
 ) -> Claim:
     """Assign one resource (`resource_id`) or the resources whose id matches a shell-style
@@ -121,6 +122,8 @@ def unattributed_claim(
         project=project,
         experiment=experiment,
         deployment=deployment,
+        # A GPU box claimed for a project is what it trains on, not "Other": the claim says so.
+        workload=workload,
         created_by=created_by,
     )
     attribution_schedule(

@@ -1,5 +1,6 @@
 """The billing sources pages (staff only: everybody else gets 404): the list with each source's
-health and data freshness, the form, and a source's polls and deliveries with its actions."""
+health and data freshness, the form, and a source's polls and deliveries with its actions; and
+the read-only data freshness page that team leads see too."""
 
 import copy
 
@@ -10,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.accounts.guards import staff_only
+from apps.accounts.guards import staff_only, staff_or_lead_only
 from costsite.htmx import form_page, redirect_after_save
 
 from . import freshness, services_sources, tasks
@@ -41,6 +42,15 @@ def source_list(request: HttpRequest) -> HttpResponse:
         else "billing/sources/source_list.html"
     )
     return render(request, template, _list_context())
+
+
+@login_required
+@require_GET
+@staff_or_lead_only
+def data_freshness(request: HttpRequest) -> HttpResponse:
+    """Read-only: how far the bill has got per billing account, and each source's health. A lead
+    sees why the numbers stop where they do without the sources' settings and actions."""
+    return render(request, "billing/sources/data_freshness.html", _list_context())
 
 
 def _form_page(request: HttpRequest, form, *, title: str, submit: str) -> HttpResponse:

@@ -34,6 +34,7 @@ from apps.experiments.services import experiment_create
 from apps.projects.models import Project, TagKeyAlias
 from apps.projects.services import project_create
 
+from .activity import demo_activity_load
 from .billing import demo_billing_load
 from .build_or_call import demo_build_or_call_load
 from .catalogue import (
@@ -90,6 +91,7 @@ DEMO_DATA_STEPS: list[tuple[str, DemoDataStep]] = [
     ("part3-runs", demo_part3_runs),
     ("billing", demo_billing_load),
     ("gpu-metrics", demo_gpu_metrics_load),
+    ("traffic-and-metrics", demo_activity_load),
     # After the bill: the verdicts read the deployments' spend (traffic only where none is).
     ("build-or-call", demo_build_or_call_load),
 ]

@@ -12,7 +12,13 @@ from apps.digests.selectors import project_alerts
 from apps.insights.selectors import findings_section
 from apps.insights.selectors_part3 import project_failed_share
 from apps.projects.selectors import can_create_project, can_edit_project, project_for_user
-from apps.spend.sections import project_spend, request_organization
+from apps.spend.filters import PRESET_LABELS
+from apps.spend.sections import (
+    PROJECT_LIST_PRESETS,
+    project_list_spend,
+    project_spend,
+    request_organization,
+)
 from apps.spend.views import overview
 from costsite.htmx import form_page, redirect_after_save
 
@@ -52,13 +58,22 @@ def project_list(request: HttpRequest) -> HttpResponse:
         }
         for key, label, numeric, narrow_hidden in PROJECT_COLUMNS
     ]
+    spend = project_list_spend(
+        user=request.user,
+        preset=request.GET.get("preset", ""),
+        currency=request_organization(request).currency,
+    )
+    projects = list(selectors.project_list(user=request.user, sort=sort))
     return render(
         request,
         "projects/project_list.html",
         {
-            "projects": selectors.project_list(user=request.user, sort=sort),
+            "projects": spend.rows(projects),
             "columns": columns,
             "can_create": can_create_project(user=request.user),
+            "spend": spend,
+            "presets": [(key, PRESET_LABELS[key]) for key in PROJECT_LIST_PRESETS],
+            "sort": sort,
         },
     )
 

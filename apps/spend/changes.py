@@ -238,6 +238,10 @@ class ParetoItem:
     slug: str = ""
 
 
+def _floor_percent(share: Decimal) -> int:
+    return int((share * 100).to_integral_value(rounding="ROUND_FLOOR"))
+
+
 @dataclass(frozen=True)
 class Pareto:
     """Things by spend, costliest first, with each one's share and the running share."""
@@ -262,7 +266,13 @@ class Pareto:
     def headline(self) -> str:
         if not self.items:
             return ""
-        share = int((self.head_share * 100).to_integral_value(rounding="ROUND_FLOOR"))
+        top = self.items[0]
+        if len(self.items) == 1:
+            return f"{top.name} is all of the spend"
+        if self.head == len(self.items):
+            # "3 of 3 are 100%" says nothing: when no few drive the spend, say what the largest is.
+            return f"{top.name} is the largest, {_floor_percent(top.share)}% of the spend"
+        share = _floor_percent(self.head_share)
         return f"{self.head} of {len(self.items)} {self.noun} are {share}% of the spend"
 
 

@@ -85,6 +85,8 @@ def spend_over_time_chart(
             "xaxis": {
                 "type": "date",
                 "tickformat": "%-d %b" if series.bucket == "day" else "%b %Y",
+                # Rollup days are UTC days, as bills are: the axis says so.
+                "title": {"text": "UTC days" if series.bucket == "day" else "months (UTC days)"},
             },
             "yaxis": _money_axis(currency),
             "legend": {"traceorder": "normal", "y": -0.2},
@@ -112,8 +114,10 @@ def pareto_chart(*, pareto: Pareto, currency: str, id: str) -> Chart:
     ticks = [name if len(name) <= 18 else name[:17] + "…" for name in names]
     amounts = [plot_amount(item.amount) for item in shown]
     cumulative = [float(round(item.cumulative_share * 100, 1)) for item in shown]
+    shares = [float(round(item.share * 100, 1)) for item in shown]
     rest = pareto.items[PARETO_BARS:]
     if rest:
+        shares.append(float(round(sum((item.share for item in rest), Decimal(0)) * 100, 1)))
         names.append(f"{len(rest)} others")
         ticks.append(names[-1])
         amounts.append(plot_amount(sum((item.amount for item in rest), Decimal(0))))
@@ -124,7 +128,10 @@ def pareto_chart(*, pareto: Pareto, currency: str, id: str) -> Chart:
         "x": names,
         "y": amounts,
         "marker": {"color": WORKLOAD_COLOURS["training"]},
-        "hovertemplate": f"%{{x}}: %{{y:,.2f}} {plot_text(currency)}<extra></extra>",
+        # The whole name (the axis may cut it), its spend and its share, on hover.
+        "customdata": shares,
+        "hovertemplate": f"%{{x}}: %{{y:,.2f}} {plot_text(currency)}"
+        " · %{customdata:.1f}% of the spend<extra></extra>",
     }
     line = {
         "type": "scatter",

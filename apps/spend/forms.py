@@ -10,7 +10,7 @@ from apps.accounts.templatetags.costsite import money
 from apps.billing.services_attribution import Claim, pattern_regex
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
-from apps.projects.models import AllocationRule, Project
+from apps.projects.models import AllocationRule, Project, Workload
 from costsite.forms import SiteForm
 from costsite.patterns import matches_every_id
 
@@ -42,8 +42,18 @@ class ClaimForm(SiteForm):
         },
     )
 
+    workload = forms.ChoiceField(
+        required=False,
+        label="Workload",
+        help_text="What the spend is for. Left empty, it follows the experiment or deployment "
+        "it goes to; on the project alone it comes from the service (GPU compute reads as Other).",
+    )
+
     def __init__(self, *args, projects: QuerySet[Project], **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["workload"].choices = [("", "From the owner")] + [
+            (value, label) for value, label in Workload.choices if value != Workload.UNATTRIBUTED
+        ]
         projects = list(projects.select_related("team").order_by("name"))
         ids = [project.pk for project in projects]
         experiments = list(
@@ -111,6 +121,7 @@ class ClaimForm(SiteForm):
             "deployment": deployment,
             "resource_id": self.cleaned_data["resource_id"],
             "pattern": self.cleaned_data["pattern"],
+            "workload": self.cleaned_data.get("workload") or "",
         }
 
     def moved_message(self, claim: Claim, *, currency: str) -> str:

@@ -353,12 +353,13 @@ def overview_scope(
     provider: str = "",
     workload: str = "",
 ) -> SpendScope:
-    """The overview's rows: staff every row; a lead the team's projects and unattributed spend;
-    a member the team's projects."""
+    """The overview's rows: staff every row; a lead or a member the team's projects. A lead's
+    headline is the team's spend, the same as a member's: unattributed spend belongs to no team,
+    so the overview shows it apart, as what the lead may claim."""
     return SpendScope(
         currency=currency,
         projects=None if user.is_staff else projects_visible_to(user=user),
-        unattributed=team is None and project is None and sees_unattributed(user=user),
+        unattributed=team is None and project is None and user.is_staff,
         team=team,
         project=project,
         provider=provider,
@@ -422,10 +423,43 @@ def model_scope(*, model: Model, user, currency: str, provider: str = "") -> Spe
 
 
 def data_as_of() -> datetime | None:
-    """The end of the newest charge period loaded: the bill is complete up to this moment."""
+    """The newest end of a usage line loaded (billing.freshness says why usage only): the bill
+    is complete up to this moment for its freshest account."""
     # A charge stored in the future (or at the end of time) must not read as the bill's date.
-    newest = deliveries_current().aggregate(newest=Max("max_charge_period_end"))["newest"]
+    newest = deliveries_current().aggregate(newest=Max("max_usage_period_end"))["newest"]
     return as_of_shown(newest)
+
+
+@dataclass(frozen=True)
+class BillFreshness:
+    """What the spend pages say of how far the bill has got: the account furthest behind (the
+    numbers are complete up to its moment), of how many; `newest` is `data_as_of()`."""
+
+    newest: datetime | None
+    oldest: datetime | None
+    oldest_account: str
+    accounts: int
+
+
+def bill_freshness() -> BillFreshness:
+    """Per billing account the newest end of a usage line (never later than now), in one query."""
+    rows = (
+        deliveries_current()
+        .exclude(max_usage_period_end=None)
+        .values("billing_account_id")
+        .annotate(as_of=Max("max_usage_period_end"))
+        .order_by("billing_account_id")
+    )
+    per_account = [(as_of_shown(row["as_of"]), row["billing_account_id"]) for row in rows]
+    if not per_account:
+        return BillFreshness(newest=None, oldest=None, oldest_account="", accounts=0)
+    oldest, account = min(per_account)
+    return BillFreshness(
+        newest=max(as_of for as_of, _ in per_account),
+        oldest=oldest,
+        oldest_account=account,
+        accounts=len(per_account),
+    )
 
 
 def last_day_with_data(as_of: datetime | None, *, today: date) -> date | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
+from django.db.models import Sum
 from django.http import HttpRequest, QueryDict
 from django.urls import reverse
 from django.utils import timezone
@@ -19,11 +20,12 @@ from apps.accounts.models import Organization
 from apps.deployments.models import Deployment, Model
 from apps.experiments.models import Experiment
 from apps.projects.models import Project, Workload
+from apps.projects.selectors import projects_visible_to
 from costsite.charts import Chart
 
 from . import selectors
 from .charts import spend_over_time_chart
-from .filters import SpendFilterForm, SpendFilters, spend_filters_from
+from .filters import Period, SpendFilterForm, SpendFilters, preset_period, spend_filters_from
 
 MOVERS = 5  # per kind on a page; the CSV has every change
 # The costliest runs listed; the CSV lists them all. The model page lists every run that produced
@@ -74,12 +76,18 @@ class SpendSection:
     export_url: str
     export_query: str
     data_as_of: datetime | None
+    bill_freshness: selectors.BillFreshness
     series: selectors.SpendSeries
     spend_chart: Chart
 
     def context(self) -> dict:
         """The section's fields by name, for a template's context (not copied)."""
         return {item.name: getattr(self, item.name) for item in fields(self)}
+
+
+def _freshness() -> dict:
+    fresh = selectors.bill_freshness()
+    return {"data_as_of": fresh.newest, "bill_freshness": fresh}
 
 
 def _common(*, filters: SpendFilters, currency: str, export_url: str) -> dict:
@@ -89,7 +97,7 @@ def _common(*, filters: SpendFilters, currency: str, export_url: str) -> dict:
         "currency": currency,
         "export_url": export_url,
         "export_query": filters.query_string,
-        "data_as_of": selectors.data_as_of(),
+        **_freshness(),
     }
 
 
@@ -264,4 +272,49 @@ def deployment_spend(
         cost_per_gpu_hour=cost.amount / _decimal(cost.gpu_hours)
         if cost and cost.gpu_hours
         else None,
+    )
+
+
+# -- The projects list ---------------------------------------------------------------------------
+
+PROJECT_LIST_PRESETS = ("7d", "30d", "90d", "mtd", "last-month")
+
+
+@dataclass(frozen=True)
+class ProjectListSpend:
+    """Each listed project's spend in the period and this month's budget status."""
+
+    period: Period
+    currency: str
+    amounts: dict[int, Decimal]
+    budgets: dict[int, selectors.BudgetLine]
+
+    def rows(self, projects) -> list:
+        """The projects with `.spend` and `.budget_line` (None without a budget) set."""
+        for project in projects:
+            project.spend = self.amounts.get(project.pk, selectors.ZERO)
+            project.budget_line = self.budgets.get(project.pk)
+        return projects
+
+
+def project_list_spend(*, user, preset: str, currency: str) -> ProjectListSpend:
+    """Two grouped queries on the rollups: spend per project in the period (the spend pages'
+    presets; 30 days unless another is chosen), and this month so far with its forecast."""
+    period = preset_period(preset if preset in PROJECT_LIST_PRESETS else "30d", today=today())
+    scope = selectors.overview_scope(user=user, currency=currency)
+    amounts = {
+        row["project_id"]: row["amount"]
+        for row in scope.daily(period)
+        .filter(project__isnull=False, billing_currency=currency)
+        .values("project_id")
+        .annotate(amount=Sum("effective_cost"))
+        .order_by()
+    }
+    summary = selectors.month_summary(scope=scope, today=today(), as_of=selectors.data_as_of())
+    lines = selectors.budget_lines(projects=projects_visible_to(user=user), summary=summary)
+    return ProjectListSpend(
+        period=period,
+        currency=currency,
+        amounts=amounts,
+        budgets={line.project.pk: line for line in lines},
     )

@@ -148,6 +148,11 @@ def spend_series(*, scope: SpendScope, period: Period, by: str = "workload") -> 
 # -- This month against the last, and budgets ----------------------------------------------------
 
 
+# Until this many days of the month are loaded the run rate is one noisy day times 31: the
+# forecast is last month's total instead, and the pages say so.
+RUN_RATE_MIN_DAYS = 7
+
+
 def run_rate_forecast(*, month_to_date: Decimal, elapsed_days: int, month_days: int):
     """The month's end at the run rate so far; None before the month has a day of data."""
     if elapsed_days <= 0:
@@ -166,6 +171,12 @@ class MonthSummary:
     last_month_total: Decimal
     forecast: Decimal | None
     by_project: dict[int, Decimal]
+    last_month_by_project: dict[int, Decimal]
+
+    @property
+    def forecast_is_last_month(self) -> bool:
+        """Fewer than RUN_RATE_MIN_DAYS days loaded: the forecast is last month's total."""
+        return self.elapsed_days < RUN_RATE_MIN_DAYS
 
     @property
     def change(self) -> Decimal | None:
@@ -175,6 +186,9 @@ class MonthSummary:
         return (self.month_to_date - self.last_month_same_days) / self.last_month_same_days
 
     def project_forecast(self, project_id: int) -> Decimal | None:
+        if self.forecast_is_last_month:
+            last = self.last_month_by_project.get(project_id)
+            return None if last is None else last.quantize(CENT, ROUND_HALF_UP)
         return run_rate_forecast(
             month_to_date=self.by_project.get(project_id, ZERO),
             elapsed_days=self.elapsed_days,
@@ -223,10 +237,13 @@ def month_summary(*, scope: SpendScope, today: date, as_of: datetime | None) -> 
         parts.append(part(daily.filter(day__gte=same_days_end, day__lt=this_month), "rest"))
     sums: dict[str, Decimal] = defaultdict(Decimal)
     by_project: dict[int, Decimal] = defaultdict(Decimal)
+    last_by_project: dict[int, Decimal] = defaultdict(Decimal)
     for row in parts[0].union(*parts[1:], all=True):
         sums[row["part"]] += row["amount"]
         if row["part"] == "this" and row["project_id"] is not None:
             by_project[row["project_id"]] += row["amount"]
+        if row["part"] == "last" and row["project_id"] is not None:
+            last_by_project[row["project_id"]] += row["amount"]
     last_total = sums["last"]
     if cut:
         same = sums["same"] if same_days <= rest_days else last_total - sums["rest"]
@@ -241,10 +258,15 @@ def month_summary(*, scope: SpendScope, today: date, as_of: datetime | None) -> 
         month_to_date=sums["this"],
         last_month_same_days=same,
         last_month_total=last_total,
-        forecast=run_rate_forecast(
-            month_to_date=sums["this"], elapsed_days=elapsed, month_days=month_days
+        forecast=(
+            (last_total.quantize(CENT, ROUND_HALF_UP) if "last" in sums else None)
+            if elapsed < RUN_RATE_MIN_DAYS
+            else run_rate_forecast(
+                month_to_date=sums["this"], elapsed_days=elapsed, month_days=month_days
+            )
         ),
         by_project=dict(by_project),
+        last_month_by_project=dict(last_by_project),
     )
 
 

@@ -110,9 +110,6 @@ class UnattributedSummary:
 def unattributed_summary(
     *, period: Period, currency: str, provider: str = ""
 ) -> UnattributedSummary:
-    resources = _in_period(DailyResourceCost.objects.filter(project__isnull=True), period)
-    if provider:
-        resources = resources.filter(provider_name=provider)
     rows = rollup_rows(
         Q(provider_name=provider) if provider else Q(),
         period,
@@ -132,16 +129,61 @@ def unattributed_summary(
         totals[row["billing_currency"]] += row["total"]
     amount, total = amounts.pop(currency, ZERO), totals.get(currency, ZERO)
     others = {code: value for code, value in sorted(amounts.items()) if value}
-    by_resource = resources.filter(billing_currency=currency).aggregate(
-        count=Count("resource_id", distinct=True), amount=Sum("effective_cost")
-    )
+    # Counted as the page lists them (unattributed_rows): a resource whose charges net to
+    # nothing is neither listed nor counted, so the count and the list never disagree.
+    listed = unattributed_rows(period=period, currency=currency, provider=provider, detail=False)
+    listed_amounts = list(listed.values_list("amount", flat=True))
     return UnattributedSummary(
         amount=amount,
-        resources=by_resource["count"],
-        without_resource_id=amount - (by_resource["amount"] or ZERO),
+        resources=len(listed_amounts),
+        without_resource_id=amount - sum(listed_amounts, ZERO),
         total=total,
         other_currencies=others,
     )
+
+
+@dataclass(frozen=True)
+class WithoutResourceId:
+    """Unattributed spend on lines without a resource id (transfer, fees, support, taxes) of one
+    service: no resource claim reaches it, a rule on the service or the account does."""
+
+    provider_name: str
+    service_name: str
+    amount: Decimal
+
+
+def unattributed_without_resource_id(
+    *, period: Period, currency: str, provider: str = ""
+) -> list[WithoutResourceId]:
+    """Per provider and service: unattributed spend less that of its resources (the resource
+    rollup holds the lines with a resource id only), costliest first."""
+    q = Q(project__isnull=True, billing_currency=currency)
+    if provider:
+        q &= Q(provider_name=provider)
+    totals: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for row in rollup_rows(
+        q,
+        period,
+        lambda rows: (
+            rows.values("provider_name", "service_name")
+            .annotate(amount=Sum("effective_cost"))
+            .order_by()
+        ),
+    ):
+        totals[(row["provider_name"], row["service_name"])] += row["amount"]
+    for row in (
+        _in_period(DailyResourceCost.objects.filter(q), period)
+        .values("provider_name", "service_name")
+        .annotate(amount=Sum("effective_cost"))
+        .order_by()
+    ):
+        totals[(row["provider_name"], row["service_name"])] -= row["amount"]
+    items = [
+        WithoutResourceId(provider_name=p, service_name=s, amount=amount)
+        for (p, s), amount in totals.items()
+        if amount
+    ]
+    return sorted(items, key=lambda item: (-item.amount, item.provider_name, item.service_name))
 
 
 # -- Experiments and deployments with their cost -------------------------------------------------

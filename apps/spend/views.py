@@ -53,6 +53,11 @@ def _wants_spend(request: HttpRequest) -> bool:
     return bool(request.htmx) and request.htmx.target == "spend"
 
 
+def _freshness() -> dict:
+    fresh = selectors.bill_freshness()
+    return {"data_as_of": fresh.newest, "bill_freshness": fresh}
+
+
 def _common(request: HttpRequest, filters: SpendFilters, export_url: str) -> dict:
     return {
         "filters": filters,
@@ -60,7 +65,7 @@ def _common(request: HttpRequest, filters: SpendFilters, export_url: str) -> dic
         "currency": _org(request).currency,
         "export_url": export_url,
         "export_query": filters.query_string,
-        "data_as_of": selectors.data_as_of(),
+        **_freshness(),
     }
 
 
@@ -104,6 +109,7 @@ def overview_context(request: HttpRequest) -> dict:
     scope = _overview_scope(request, filters)
     period = filters.period
     context = _common(request, filters, reverse("overview_export"))
+    sees = selectors.sees_unattributed(user=request.user)
     series = selectors.spend_series(scope=scope, period=period)
     summary = selectors.month_summary(scope=scope, today=today(), as_of=context["data_as_of"])
     changes = selectors.spend_changes(scope=scope, period=period, names_for=MOVERS)
@@ -124,7 +130,13 @@ def overview_context(request: HttpRequest) -> dict:
         project_movers=changes.project_movers(MOVERS) if period.previous else [],
         experiment_movers=changes.experiment_movers(MOVERS) if period.previous else [],
         deployment_movers=changes.deployment_movers(MOVERS) if period.previous else [],
-        shows_unattributed=scope.unattributed,
+        shows_unattributed=sees,
+        # A lead's headline leaves unattributed spend out; it is shown apart, to be claimed.
+        claimable=selectors.unattributed_summary(
+            period=period, currency=scope.currency, provider=filters.provider
+        )
+        if sees and not request.user.is_staff
+        else None,
         lag_warnings=freshness.lag_warnings(),
         findings=findings_section(
             user=request.user,
@@ -136,7 +148,8 @@ def overview_context(request: HttpRequest) -> dict:
         unattributed=selectors.unattributed_resources(
             period=period, currency=scope.currency, provider=filters.provider, detail=False
         )
-        if scope.unattributed and filters.workload in ("", Workload.UNATTRIBUTED)
+        if (scope.unattributed or (sees and not request.user.is_staff))
+        and filters.workload in ("", Workload.UNATTRIBUTED)
         else [],
     )
     return context
@@ -200,7 +213,7 @@ def overview_export(request: HttpRequest) -> HttpResponse:
                 for line in lines
             ],
         )
-    if table == "unattributed" and scope.unattributed:
+    if table == "unattributed" and selectors.sees_unattributed(user=request.user):
         return _unattributed_csv(filters, currency=scope.currency)
     raise Http404("No such table.")
 
@@ -470,6 +483,9 @@ def unattributed_context(request: HttpRequest, *, claim_form: ClaimForm | None =
         ),
         page=page,
         resources=[selectors.UnattributedResource(**row) for row in page.object_list],
+        without_resource_id=selectors.unattributed_without_resource_id(
+            period=filters.period, currency=currency, provider=filters.provider
+        ),
         page_query=filters.query_string,
         claim_form=claim_form,
         recent_claims=AllocationRule.objects.filter(name__startswith=CLAIM_RULE_PREFIX)

@@ -91,6 +91,7 @@ def delivery(*, account: str, month: date, as_of: datetime, provider: str = "AWS
         ),
         fingerprint=f"{account}-{month}",
         max_charge_period_end=as_of,
+        max_usage_period_end=as_of,
     )
 
 

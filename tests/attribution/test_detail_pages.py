@@ -195,3 +195,27 @@ def test_a_detail_page_range_in_the_url_narrows_its_spend(member_client, bill):
     ).context
     assert context["series"].total == D("10.00")
     assert context["gpu_hours"] == 0.0
+
+
+def test_the_projects_list_shows_each_projects_spend_in_the_period_and_its_budget_status(
+    staff_client, member_client, bill
+):
+    response = staff_client.get(reverse("project_list"))
+    rows = {p.name: (p.spend, p.budget_line.status) for p in response.context["projects"]}
+    # The last 30 days (19 Feb - 20 Mar); budgets judged on this month so far and its forecast.
+    assert rows == {
+        "Image ranking": (D("235.00"), "on track"),
+        "Translation": (D("280.00"), "heading over"),
+    }
+    page = response.content.decode()
+    assert '<td class="num">$280.00</td>' in page
+    assert '<span class="badge budget-heading-over">heading over</span>' in page
+    assert "Spend in <strong>last 30 days</strong> (19 Feb – 20 Mar 2025, UTC days)" in page
+    week = staff_client.get(reverse("project_list"), {"preset": "7d"}).context["projects"]
+    assert {p.name: p.spend for p in week} == {
+        "Image ranking": D("5.00"),
+        "Translation": D("200.00"),
+    }
+    # A member sees the team's project alone.
+    mine = member_client.get(reverse("project_list")).context["projects"]
+    assert [(p.name, p.spend) for p in mine] == [("Image ranking", D("235.00"))]

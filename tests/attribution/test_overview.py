@@ -1,6 +1,6 @@
 """The overview (home): every figure of the bill in conftest.py, worked out by hand."""
 
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
@@ -73,6 +73,31 @@ def test_month_to_date_compares_with_the_same_days_of_last_month_and_forecasts_t
     assert summary.change == (D("405") - D("84")) / D("84")
 
 
+def test_until_seven_days_are_loaded_the_forecast_is_last_months_total_and_says_so(
+    staff_client, bill
+):
+    import time_machine
+
+    from apps.billing.models import Delivery
+
+    # The 3rd of March, the bill loaded up to 2 March 00:00: one day of March.
+    Delivery.objects.update(max_usage_period_end=datetime(2025, 3, 2, tzinfo=UTC))
+    with time_machine.travel(datetime(2025, 3, 3, 8, tzinfo=UTC), tick=False):
+        response = overview(staff_client)
+    summary = response.context["summary"]
+    assert summary.elapsed_days == 1
+    assert summary.forecast_is_last_month is True
+    assert summary.forecast == summary.last_month_total == D("214.00")  # not one day x 31
+    page = response.content.decode()
+    assert '<p class="figure" id="forecast">$214.00</p>' in page
+    assert "last month's total: fewer than 7 days of this month are loaded" in page
+    # Budgets compare last month's spend too: nothing reads as on track on one day's data.
+    assert [(b.project.name, b.forecast, b.status) for b in response.context["budgets"]] == [
+        ("Translation", D("100.00"), "on track"),  # February's 100 against a budget of 300
+        ("Image ranking", D("110.00"), "on track"),
+    ]
+
+
 def test_budgets_list_the_projects_heading_over_them_first(staff_client, bill):
     budgets = overview(staff_client).context["budgets"]
     assert [
@@ -91,7 +116,8 @@ def test_the_pareto_of_projects_and_of_models_says_who_drives_the_spend(staff_cl
         ("Image ranking", D("235.00")),
     ]
     assert projects.items[0].cumulative_share == D("280") / D("515")
-    assert projects.headline == "2 of 2 projects are 100% of the spend"
+    # Both projects are needed to reach 80%: the headline says what the largest is instead.
+    assert projects.headline == "Translation is the largest, 54% of the spend"  # 280 / 515
     chart = context["projects_chart"].figure["data"]
     assert chart[0]["x"] == ["Translation", "Image ranking"]
     assert chart[0]["y"] == [280.0, 235.0]
@@ -102,7 +128,20 @@ def test_the_pareto_of_projects_and_of_models_says_who_drives_the_spend(staff_cl
         ("mt", D("280.00")),
         ("ranker", D("190.00")),
     ]
-    assert models.headline == "2 of 2 models are 100% of the spend"
+    assert models.headline == "mt is the largest, 59% of the spend"  # 280 / 470
+
+
+def test_a_pareto_headline_names_a_few_only_when_a_few_drive_the_spend():
+    from apps.spend.changes import pareto
+
+    def headline(*amounts):
+        items = [(n, f"p{n}", D(a), "") for n, a in enumerate(amounts)]
+        return pareto(noun="projects", amounts=items).headline
+
+    assert headline("90", "5", "3", "2") == "1 of 4 projects are 90% of the spend"
+    assert headline("50", "40", "10") == "2 of 3 projects are 90% of the spend"
+    assert headline("34", "33", "33") == "p0 is the largest, 34% of the spend"  # not "3 of 3"
+    assert headline("12.50") == "p0 is all of the spend"
 
 
 def test_top_movers_compare_with_the_period_before(staff_client, bill):
@@ -131,9 +170,13 @@ def test_the_biggest_unattributed_resources_and_the_attributed_share(staff_clien
     assert '<span id="attributed-share">96.3%</span> attributed' in page  # 515 / 535
 
 
-def test_data_as_of_is_the_end_of_the_newest_charge_period_loaded(staff_client, bill):
-    page = overview(staff_client).content.decode()
-    assert 'bill loaded up to <span class="data-as-of">19 Mar 2025 00:00</span>' in page
+def test_the_bill_reads_as_loaded_up_to_its_oldest_accounts_data(staff_client, bill):
+    response = overview(staff_client)
+    page = response.content.decode()
+    # AWS is loaded up to 19 March, Google Cloud to 16 March: the figures are whole up to the 16th.
+    assert 'bill loaded up to <span class="data-as-of">16 Mar 2025 00:00</span>' in page
+    assert "(account <code>gcp-1</code>, the furthest behind of 2" in page
+    assert response.context["data_as_of"] == datetime(2025, 3, 19, tzinfo=UTC)  # the run rate's
 
 
 def test_a_member_sees_the_teams_projects_and_no_unattributed_spend(member_client, bill):
@@ -154,17 +197,34 @@ def test_a_member_sees_the_teams_projects_and_no_unattributed_spend(member_clien
     assert reverse("unattributed") not in page
 
 
-def test_a_lead_also_sees_unattributed_spend(lead_client, bill):
-    context = overview(lead_client).context
-    assert context["series"].total == D("255.00")  # Image ranking 235 and unattributed 20
-    assert context["series"].unattributed == D("20.00")
+def test_a_leads_headline_is_the_teams_spend_with_unattributed_spend_apart(
+    lead_client, member_client, bill
+):
+    response = overview(lead_client)
+    context = response.context
+    # The same headline as the team's member: Image ranking's 235, not the organisation's 20
+    # unattributed on top.
+    assert context["series"].total == D("235.00")
+    assert context["series"].total == overview(member_client).context["series"].total
+    assert context["series"].unattributed == D("0")
+    assert context["summary"].month_to_date == D("185.00")
+    # Unattributed spend is shown apart, as what the lead may claim.
+    assert context["claimable"].amount == D("20.00")
     assert [r.resource_id for r in context["unattributed"]] == ["i-orphan", BUCKET]
+    page = response.content.decode()
+    assert '<p class="figure" id="period-total">$235.00</p>' in page
+    assert (
+        f'<a href="{reverse("unattributed")}">$20.00 unattributed</a>, not in this figure, '
+        "is yours to claim"
+    ) in page
+    assert 'id="attributed-share"' not in page
 
 
 def test_an_outsider_sees_only_the_other_teams_projects(outsider_client, bill):
     context = overview(outsider_client).context
     # The outsider leads Language: Translation, and unattributed spend.
-    assert context["series"].totals == {"fine_tuning": D("280.00"), "unattributed": D("20.00")}
+    assert context["series"].totals == {"fine_tuning": D("280.00")}
+    assert context["claimable"].amount == D("20.00")
     assert [b.project.name for b in context["budgets"]] == ["Translation"]
     page = overview(outsider_client).content.decode()
     assert "Image ranking" not in page and "resnet" not in page

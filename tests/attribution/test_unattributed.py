@@ -221,21 +221,42 @@ def imported(organization, frozen, project, tmp_path):
     return project
 
 
-@pytest.mark.django_db(transaction=False, databases=["default", "progress"])
+def _wait_for(predicate, worker, timeout: float = 90):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"gave up after {timeout}s; worker log:\n{worker.log()}")
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "progress"])
 def test_assigning_a_resource_moves_its_imported_history_to_the_run(
-    lead_client, imported, eager_celery, django_capture_on_commit_callbacks
+    lead_client, imported, celery_worker_process
 ):
+    """The whole way, through the real worker: the claim commits, the re-attribution is queued
+    after the commit and a Celery worker (another process) moves the history."""
+    from apps.billing.models import AttributionRun
+
     run = ExperimentFactory(project=imported, name="stray-run")
     assert lead_client.get(reverse("unattributed")).context["summary"].amount == D("11.00")
 
-    with django_capture_on_commit_callbacks(execute=True):
-        response = lead_client.post(
-            reverse("unattributed_claim"),
-            {"resource_id": "i-stray", "target": f"experiment:{run.pk}"},
-            follow=True,
-        )
-
+    response = lead_client.post(
+        reverse("unattributed_claim"),
+        {"resource_id": "i-stray", "target": f"experiment:{run.pk}"},
+        follow=True,
+    )
     assert "$10.00 of unattributed spend moves there" in response.content.decode()
+    attribution = AttributionRun.objects.get()
+
+    def done() -> bool:
+        attribution.refresh_from_db()
+        return attribution.status in ("succeeded", "failed")
+
+    _wait_for(done, celery_worker_process)
+    assert attribution.status == "succeeded", celery_worker_process.log()
     totals = {t.key: t.effective_cost for t in spend_totals(by=("experiment_id", "workload"))}
     assert totals == {
         (None, "other"): D("12.50"),
@@ -289,3 +310,66 @@ def test_the_claim_service_refuses_a_pattern_that_matches_everything(lead, bill)
     with pytest.raises(ValueError, match="A pattern that matches every resource id"):
         unattributed_claim(project=bill.vision_project, pattern="*[!x]*", created_by=lead)
     assert not AllocationRule.objects.exists()
+
+
+def test_the_count_says_what_the_list_shows_and_lines_without_a_resource_id_are_said_apart(
+    staff_client, lead_client, bill
+):
+    # A resource whose charge and credit net to nothing, and a transfer line with no resource id.
+    resource_rollup(bill.march, date(2025, 3, 14), "i-netted", "4.00")
+    resource_rollup(bill.march, date(2025, 3, 15), "i-netted", "-4.00")
+    rollup(
+        bill.march, date(2025, 3, 14), "3.50", workload="unattributed", service="AWS Data Transfer"
+    )
+    response = staff_client.get(reverse("unattributed"))
+    summary = response.context["summary"]
+    listed = [r.resource_id for r in response.context["resources"]]
+    assert listed == ["i-orphan", BUCKET]
+    assert summary.resources == len(listed) == 2  # not 3: i-netted is not listed
+    assert (summary.amount, summary.without_resource_id) == (D("23.50"), D("3.50"))
+    # (The fixture's row 6 books the bucket's 5.00 under EC2 in the daily rollup and under S3 in
+    # the resource rollup, so those two services show +5 and -5 here; the transfer is exact.)
+    without = {(w.service_name, w.amount) for w in response.context["without_resource_id"]}
+    assert ("AWS Data Transfer", D("3.50")) in without
+    page = response.content.decode()
+    assert (
+        '<p class="muted" id="unattributed-count">2 resources to assign, and $3.50 on lines '
+        "without a resource id (transfer, fees): a rule on the service or account claims those</p>"
+    ) in page
+    assert '<table class="striped" id="without-resource-id">' in page
+
+    # Every resource claimed: the page does not say "nothing unattributed" while $3.50 still is.
+    AllocationRule.objects.create(
+        name="all", field=AllocationRule.Field.RESOURCE, pattern="i-*", project=bill.vision_project
+    )
+    from apps.billing.models import DailyResourceCost
+
+    DailyResourceCost.objects.update(project=bill.vision_project)
+    DailyCost.objects.filter(project=None).exclude(service_name="AWS Data Transfer").update(
+        project=bill.vision_project
+    )
+    page = lead_client.get(reverse("unattributed")).content.decode()
+    assert "Nothing unattributed in this period" not in page
+    assert "No resource left to assign in this period, but $3.50 is still unattributed" in page
+    assert "staff add it on the allocation page" in page
+
+
+@pytest.mark.django_db(transaction=False, databases=["default", "progress"])
+def test_a_claim_can_set_the_workload_of_what_it_moves(
+    lead_client, imported, eager_celery, django_capture_on_commit_callbacks
+):
+    # A GPU box claimed for the project alone reads as "Other" unless the claim says training.
+    with django_capture_on_commit_callbacks(execute=True):
+        lead_client.post(
+            reverse("unattributed_claim"),
+            {"resource_id": "i-stray", "target": f"project:{imported.pk}", "workload": "training"},
+            follow=True,
+        )
+    rule = AllocationRule.objects.get(pattern__icontains="i-stray")
+    assert rule.workload == "training"
+    totals = {t.key: t.effective_cost for t in spend_totals(by=("project_id", "workload"))}
+    assert totals == {
+        (imported.pk, "other"): D("12.50"),  # the tagged line: no claim touched it
+        (imported.pk, "training"): D("10.00"),
+        (None, "unattributed"): D("1.00"),
+    }

@@ -120,7 +120,12 @@ def test_the_overview_warns_when_an_account_lags_and_says_nothing_when_none_does
     with time_machine.travel(NOW, tick=False):
         page = staff_client.get(reverse("home")).content.decode()
     assert "freshness-warning" not in page
-    assert 'bill loaded up to <span class="data-as-of">5 Feb 2025 00:00</span>' in page
+    # The overview always says how far the bill has got: the account furthest behind, of three.
+    assert (
+        'bill loaded up to <span class="data-as-of">2 Jan 2025 11:00</span> <small>(account '
+        "<code>111</code>, the furthest behind of 3: "
+        f'<a href="{reverse("data_freshness")}">every account</a>)</small>'
+    ) in page
 
 
 def test_days_behind_count_from_the_moment_the_lag_is_judged(loaded):
@@ -130,3 +135,66 @@ def test_days_behind_count_from_the_moment_the_lag_is_judged(loaded):
         ("111", True, 34),  # 2 Jan 11:00 to 5 Feb 12:00
         ("444", False, 1),
     ]
+
+
+def test_a_monthly_purchase_line_does_not_move_data_as_of_and_it_is_never_in_the_future(
+    acme, tmp_path
+):
+    usage = focus_line(
+        BillingPeriodStart="2025-02-01T00:00:00Z",
+        BillingPeriodEnd="2025-03-01T00:00:00Z",
+        ChargePeriodStart="2025-02-01T00:00:00Z",
+        ChargePeriodEnd="2025-02-01T01:00:00Z",
+    )
+    # A savings plan's monthly fee, billed on the 1st for the whole month.
+    fee = focus_line(
+        BillingPeriodStart="2025-02-01T00:00:00Z",
+        BillingPeriodEnd="2025-03-01T00:00:00Z",
+        ChargePeriodStart="2025-02-01T00:00:00Z",
+        ChargePeriodEnd="2025-03-01T00:00:00Z",
+        ChargeCategory="Purchase",
+        ChargeFrequency="Recurring",
+        PricingCategory="",
+    )
+    # Usage with no ChargeFrequency (formats without it) counts; a recurring usage line does not.
+    recurring = dict(usage, ChargeFrequency="Recurring", ChargePeriodEnd="2025-02-20T00:00:00Z")
+    run_import(write_focus(tmp_path / "feb.csv", [usage, fee, recurring]))
+
+    with time_machine.travel(datetime(2025, 2, 1, 6, tzinfo=UTC), tick=False):
+        [uploads] = freshness.freshness()
+        assert [(a.billing_account_id, a.data_as_of) for a in uploads.accounts] == [
+            ("111111111111", datetime(2025, 2, 1, 1, tzinfo=UTC))
+        ]
+        assert selectors.data_as_of() == datetime(2025, 2, 1, 1, tzinfo=UTC)
+
+    # Usage stamped past now (a clock ahead) reads as now, never as a moment still to come.
+    ahead = dict(
+        usage,
+        BillingAccountId="999",
+        ChargePeriodStart="2025-02-01T08:00:00Z",
+        ChargePeriodEnd="2025-02-01T09:00:00Z",
+    )
+    run_import(write_focus(tmp_path / "ahead.csv", [ahead]))
+    with time_machine.travel(datetime(2025, 2, 1, 6, tzinfo=UTC), tick=False):
+        fresh = selectors.bill_freshness()
+    assert (fresh.newest, fresh.oldest, fresh.oldest_account, fresh.accounts) == (
+        datetime(2025, 2, 1, 6, tzinfo=UTC),
+        datetime(2025, 2, 1, 1, tzinfo=UTC),
+        "111111111111",
+        2,
+    )
+
+
+def test_a_lead_reads_freshness_and_source_health_and_a_member_gets_404(
+    loaded, lead_client, member_client
+):
+    with time_machine.travel(NOW, tick=False):
+        page = lead_client.get(reverse("data_freshness")).content.decode()
+        assert member_client.get(reverse("data_freshness")).status_code == 404
+    assert "<code>111</code>" in page and "<code>444</code>" in page and "<code>333</code>" in page
+    assert '<span class="badge badge-failed">Lagging</span>' in page
+    assert '<table class="striped" id="source-health">' in page
+    assert "Not polled yet" in page
+    # Read only: no link to the staff-only source pages, no action.
+    assert reverse("billing_source_detail", args=[loaded.pk]) not in page
+    assert "Poll now" not in page and '<form method="post"' not in page.split("<main")[-1]

@@ -158,15 +158,17 @@ def test_a_lead_filters_the_overview_exports_a_csv_and_assigns_a_stray_resource(
     page.click("button[type=submit]")
     page.wait_for_url(live_server.url + reverse("home"))
     page.wait_for_selector("#spend div.chart[data-drawn=true] .main-svg")
-    # The last 30 days: 29 days of the bill (yesterday back), 14.00 a day, and i-stray's 7.50.
-    assert page.inner_text("#period-total") == "$413.50"
+    # The last 30 days: 29 days of the bill (yesterday back), 14.00 a day: the team's spend; the
+    # lead sees i-stray's unattributed 7.50 beside it, as what the lead may claim.
+    assert page.inner_text("#period-total") == "$406.00"
+    assert "$7.50 unattributed" in page.inner_text("#team-spend-note")
     assert len(_figure(page)["data"][0]["x"]) == 30
     _shot(page, "overview-1280.png")
 
     # A preset swaps the spend section in place and puts the state in the URL.
     page.evaluate("window.__stillHere = true")
     page.click("a[data-preset='7d']")
-    expect(page.locator("#period-total")).to_have_text("$91.50")
+    expect(page.locator("#period-total")).to_have_text("$84.00")
     assert re.search(r"\?preset=7d$", page.url)
     page.wait_for_selector("#spend div.chart[data-drawn=true] .main-svg")
     assert len(_figure(page)["data"][0]["x"]) == 7

@@ -38,6 +38,7 @@ def spend():
         ),
         fingerprint="linked",
         max_charge_period_end=now,
+        max_usage_period_end=now,
     )
     DailyCost.objects.create(
         delivery=delivery,
@@ -81,7 +82,8 @@ def test_a_project_named_like_a_link_is_text_in_the_chart(live_server, spend, br
         "div.chart[data-figure='project-pareto'] .hoverlayer .hovertext", state="attached"
     )
     hover = chart.locator(".hoverlayer .hovertext").first
-    assert hover.text_content() == f"{NAME}: 12.00 USD"
+    # The whole name, its spend and its share, as text.
+    assert hover.text_content() == f"{NAME}: 12.00 USD · 100.0% of the spend"
     assert chart.locator("svg a").count() == 0
     assert page.locator("a[href='/x']").count() == 0
     assert page.problems == []

@@ -98,7 +98,9 @@ def test_a_project_named_like_a_link_is_text_in_the_pareto_chart():
     assert bars["x"] == [ESCAPED]
     assert chart.figure["layout"]["xaxis"]["tickvals"] == [ESCAPED]
     assert chart.figure["layout"]["xaxis"]["ticktext"][0] == '&lt;a href="https://…'
-    assert bars["hovertemplate"] == "%{x}: %{y:,.2f} &lt;b&gt;USD&lt;/b&gt;<extra></extra>"
+    assert bars["hovertemplate"] == (
+        "%{x}: %{y:,.2f} &lt;b&gt;USD&lt;/b&gt; · %{customdata:.1f}% of the spend<extra></extra>"
+    )
     assert markup_in(chart) == []
 
 

@@ -58,6 +58,7 @@ def make_delivery() -> Delivery:
         billing_period_end=at("2025-04-01 00:00"),
         fingerprint="f" * 64,
         max_charge_period_end=at("2025-03-10 16:00"),
+        max_usage_period_end=at("2025-03-10 16:00"),
     )
 
 

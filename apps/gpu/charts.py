@@ -9,7 +9,6 @@ from costsite.charts import Chart, chart_from_figure
 
 from .selectors import BAND_COLOURS, BANDS, Fleet, GroupUsage, band_labels
 
-
 # Longer ranges are drawn by month, as the spend pages' charts draw them.
 DAILY_UNTIL_DAYS = 92
 

@@ -28,7 +28,7 @@ from apps.projects.models import Project
 from apps.projects.selectors import projects_editable_by, projects_visible_to
 
 from .daily import days_ensure, key_projects
-from .models import Gpu, GpuDay, GpuHour, HostMapping, MetricSource
+from .models import Gpu, GpuDay, GpuHour, GpuModelDay, HostMapping, MetricSource
 from .resolution import (
     Resolution,
     _gpus_by_resource,
@@ -347,9 +347,11 @@ def _as_day(value: date | datetime | None) -> date | None:
 
 @dataclass(frozen=True)
 class FleetScope:
-    """The GpuDay rows a user sees for a period and filters, and the projects they count for."""
+    """The daily rollup rows a user sees for a period and filters (per GPU: GpuDay; per GPU
+    model: GpuModelDay, the same rows summed), and the projects they count for."""
 
     rows: QuerySet  # GpuDay
+    model_rows: QuerySet  # GpuModelDay
     project_ids: set[int] | None  # None: every project, and the unattributed hours too
 
 
@@ -361,15 +363,17 @@ def fleet_scope(
     team=None,
     project: Project | None = None,
 ) -> FleetScope:
-    """Staff with no filter: every GpuDay row. Otherwise the rows whose set of projects names a
+    """Staff with no filter: every row. Otherwise the rows whose set of projects names a
     project the user sees (of the team, or the project, filtered on): each GPU-hour once."""
     days_ensure()
     start, end = _as_day(start), _as_day(end)
     rows = GpuDay.objects.filter(day__lt=end)
+    model_rows = GpuModelDay.objects.filter(day__lt=end)
     if start is not None:
         rows = rows.filter(day__gte=start)
+        model_rows = model_rows.filter(day__gte=start)
     if user.is_staff and team is None and project is None:
-        return FleetScope(rows=rows, project_ids=None)
+        return FleetScope(rows=rows, model_rows=model_rows, project_ids=None)
     projects = projects_visible_to(user=user)
     if team is not None:
         projects = projects.filter(team=team)
@@ -378,10 +382,14 @@ def fleet_scope(
     project_ids = set(projects.values_list("pk", flat=True))
     keys = [
         key
-        for key in rows.order_by().values_list("projects", flat=True).distinct()
+        for key in model_rows.order_by().values_list("projects", flat=True).distinct()
         if key and project_ids.intersection(key_projects(key))
     ]
-    return FleetScope(rows=rows.filter(projects__in=keys), project_ids=project_ids)
+    return FleetScope(
+        rows=rows.filter(projects__in=keys),
+        model_rows=model_rows.filter(projects__in=keys),
+        project_ids=project_ids,
+    )
 
 
 USAGE_SUMS = {
@@ -419,19 +427,26 @@ def fleet(
     per day and band, per GPU model and per project, in a constant number of queries."""
     threshold = float(Organization.get().idle_threshold_percent)
     scope = fleet_scope(user=user, start=start, end=end, team=team, project=project)
-    rows = scope.rows.order_by()
+    rows = scope.model_rows.order_by()
     days = []
     for row in rows.values("day").annotate(**USAGE_SUMS).order_by("day"):
         for band in BANDS:
             if row[band]:
                 days.append(BandDay(day=row["day"], band=band, gpu_hours=row[band]))
+    # GPUs per model: distinct physical GPUs, which only the per-GPU rows can count.
+    gpus = dict(
+        scope.rows.order_by()
+        .values("gpu__model_name")
+        .annotate(gpus=Count(Coalesce("gpu__parent_id", "gpu_id"), distinct=True))
+        .values_list("gpu__model_name", "gpus")
+    )
     models = [
         GroupUsage(
-            label=row["gpu__model_name"] or "Unknown model", gpus=row["gpus"], usage=_usage(row)
+            label=row["model_name"] or "Unknown model",
+            gpus=gpus.get(row["model_name"], 0),
+            usage=_usage(row),
         )
-        for row in rows.values("gpu__model_name")
-        .annotate(gpus=Count(Coalesce("gpu__parent_id", "gpu_id"), distinct=True), **USAGE_SUMS)
-        .order_by("-total", "gpu__model_name")
+        for row in rows.values("model_name").annotate(**USAGE_SUMS).order_by("-total", "model_name")
     ]
     total: dict = {}
     per_project: dict[int, dict] = defaultdict(dict)

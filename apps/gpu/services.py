@@ -110,8 +110,8 @@ class _GpuResolver:
         self.ids: dict[tuple[str, str], int] = {}
         self.parents: dict[int, int] = {}
         self.seen: dict[int, list[int]] = {}  # gpu id -> [first hour, last hour] this import
-        # A GPU appeared, or one's host, label or parent changed: how GPUs join the bill moved,
-        # so the whole daily rollup is out of date, not only the days this import wrote.
+        # A GPU appeared, or one's host, label, parent or model changed: how GPUs join the bill
+        # (or group) moved, so the whole daily rollup is out of date, not only the days written.
         self.joins_changed = False
 
     def __call__(self, info: GpuInfo) -> int:
@@ -152,7 +152,7 @@ class _GpuResolver:
                 changed["parent_id"] = parent_id
             if changed:
                 Gpu.objects.filter(pk=gpu.pk).update(**changed)
-                if {"host", "resource_label", "parent_id"} & set(changed):
+                if {"host", "resource_label", "parent_id", "model_name"} & set(changed):
                     self.joins_changed = True
         self.ids[key] = gpu.pk
         self.parents[gpu.pk] = parent_id or gpu.pk

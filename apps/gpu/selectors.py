@@ -252,10 +252,32 @@ def gpus_visible_to(*, user) -> QuerySet[Gpu]:
 
 
 def gpu_for_user(*, user, pk: int) -> Gpu:
-    try:
-        return gpus_visible_to(user=user).select_related("parent").get(pk=pk)
-    except Gpu.DoesNotExist:
-        raise Http404("No such GPU.") from None
+    """The GPU, when `user` may see it (the rule of gpus_visible_to, checked for this GPU
+    alone: its resource, registered on a project the user sees)."""
+    gpu = Gpu.objects.select_related("parent").filter(pk=pk).first()
+    if gpu is None:
+        raise Http404("No such GPU.")
+    if user.is_staff:
+        return gpu
+    resolution = gpu_resolutions(gpus=[gpu]).get(gpu.pk)
+    if resolution is not None:
+        keys = {resolution.resource_id, _tail(resolution.resource_id)}
+        naming = Q(pk__in=[])
+        for key in keys:
+            naming |= Q(resource_id__contains=key)
+        projects = projects_visible_to(user=user)
+        registered = set(
+            ExperimentResource.objects.filter(naming, experiment__project__in=projects).values_list(
+                "resource_id", flat=True
+            )
+        ) | set(
+            DeploymentResource.objects.filter(naming, deployment__project__in=projects).values_list(
+                "resource_id", flat=True
+            )
+        )
+        if any(rid in keys or _tail(rid) in keys for rid in registered):
+            return gpu
+    raise Http404("No such GPU.")
 
 
 def can_map_hosts(*, user) -> bool:
@@ -739,8 +761,8 @@ class UnmappedHost:
 
 
 def unmapped_hosts(*, since: datetime) -> list[UnmappedHost]:
-    """Hosts none of whose GPUs resolves to a resource, with their GPU-hours since `since`,
-    most GPU-hours first: the ones worth mapping first."""
+    """Hosts none of whose GPUs resolves to a resource, with their GPU-hours from the UTC day of
+    `since` on, most GPU-hours first: the ones worth mapping first."""
     resolved = gpu_resolutions()
     physical = list(
         Gpu.objects.filter(parent__isnull=True).values(
@@ -750,13 +772,14 @@ def unmapped_hosts(*, since: datetime) -> list[UnmappedHost]:
     unmapped = [gpu for gpu in physical if gpu["pk"] not in resolved]
     if not unmapped:
         return []
-    ids = [gpu["pk"] for gpu in unmapped]
+    # From the daily rollup (whole UTC days since `since`), for every GPU at once: a list of the
+    # unmapped GPUs' ids in the query grows with the fleet.
+    days_ensure()
     hours_by_gpu = dict(
-        _counted(GpuHour.objects.filter(hour__gte=since))
-        .filter(Q(gpu_id__in=ids) | Q(gpu__parent_id__in=ids))
+        GpuDay.objects.filter(day__gte=since.astimezone(UTC).date())
         .annotate(physical=Coalesce("gpu__parent_id", "gpu_id"))
         .values("physical")
-        .annotate(total=Sum("gpu__share"))
+        .annotate(total=Sum("gpu_hours"))
         .values_list("physical", "total")
     )
     hosts: dict[str, list[dict]] = defaultdict(list)

@@ -252,7 +252,7 @@ def host_mapping_list(request: HttpRequest) -> HttpResponse:
             return redirect_after_save(request, reverse("gpu_host_mapping_list"))
         # Mapped by someone else since the form checked: the same answer as the form's own check.
         form.add_error("host", HostMappingForm.Meta.error_messages["host"]["unique"])
-    since, _ = selectors.period(days=UNMAPPED_SINCE_DAYS)
+    since = _utc_midnight(spend_today() - timedelta(days=UNMAPPED_SINCE_DAYS - 1))
     context = {
         "form": form,
         "unmapped": selectors.unmapped_hosts(since=since),

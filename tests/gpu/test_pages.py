@@ -58,9 +58,8 @@ def test_the_fleet_chart_is_drawn_from_the_rollup_without_inline_script(gpu_flee
 
 
 def test_the_period_switch_swaps_only_the_fleets_body_for_htmx(gpu_fleet, member_client):
-    response = member_client.get(
-        reverse("gpu_fleet"), {"preset": "90d"}, headers={"HX-Request": "true", "HX-Target": "spend"}
-    )
+    headers = {"HX-Request": "true", "HX-Target": "spend"}
+    response = member_client.get(reverse("gpu_fleet"), {"preset": "90d"}, headers=headers)
 
     page = response.content.decode()
     assert page.lstrip().startswith('<div id="spend" class="fleet-body">')

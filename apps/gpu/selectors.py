@@ -776,7 +776,8 @@ def unmapped_hosts(*, since: datetime) -> list[UnmappedHost]:
     # unmapped GPUs' ids in the query grows with the fleet.
     days_ensure()
     hours_by_gpu = dict(
-        GpuDay.objects.filter(day__gte=since.astimezone(UTC).date())
+        # An unmapped GPU is reached by no registration, so all its rows have no projects.
+        GpuDay.objects.filter(day__gte=since.astimezone(UTC).date(), projects="")
         .annotate(physical=Coalesce("gpu__parent_id", "gpu_id"))
         .values("physical")
         .annotate(total=Sum("gpu_hours"))

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from . import daily
 from .models import Gpu, GpuHour, HostMapping, MetricImport, MetricSource
 
 
@@ -43,12 +44,38 @@ class GpuAdmin(admin.ModelAdmin):
     search_fields = ["uuid", "host", "resource_label", "workload"]
     raw_id_fields = ["parent"]
 
+    # An edit here moves how GPUs join the bill: the fleet page's daily rollup is rebuilt.
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        daily.days_mark_all_later()
+
+    def delete_model(self, request, obj) -> None:
+        super().delete_model(request, obj)
+        daily.days_mark_all_later()
+
+    def delete_queryset(self, request, queryset) -> None:
+        super().delete_queryset(request, queryset)
+        daily.days_mark_all_later()
+
 
 @admin.register(HostMapping)
 class HostMappingAdmin(admin.ModelAdmin):
     list_display = ["host", "resource_id", "note", "created_by", "updated_at"]
     search_fields = ["host", "resource_id", "note"]
     raw_id_fields = ["created_by"]
+
+    # An edit here moves how GPUs join the bill: the fleet page's daily rollup is rebuilt.
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        daily.days_mark_all_later()
+
+    def delete_model(self, request, obj) -> None:
+        super().delete_model(request, obj)
+        daily.days_mark_all_later()
+
+    def delete_queryset(self, request, queryset) -> None:
+        super().delete_queryset(request, queryset)
+        daily.days_mark_all_later()
 
 
 @admin.register(GpuHour)

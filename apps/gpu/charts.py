@@ -9,6 +9,9 @@ from costsite.charts import Chart, chart_from_figure
 
 from .selectors import BAND_COLOURS, BANDS, Fleet, GroupUsage, band_labels
 
+# Longer ranges are drawn by month, as the spend pages' charts draw them.
+DAILY_UNTIL_DAYS = 92
+
 
 def fleet_bands_chart(*, fleet: Fleet) -> Chart:
     """Stacked bars: GPU-hours per UTC day, by how busy each GPU-hour was."""
@@ -18,18 +21,28 @@ def fleet_bands_chart(*, fleet: Fleet) -> Chart:
     )
     if not fleet.days:
         return chart_from_figure(id="fleet-bands", figure=None, empty_message=empty)
-    first, last = fleet.start.date(), (fleet.end - timedelta(microseconds=1)).date()
+    first = fleet.start or min(row.day for row in fleet.days)
+    last = fleet.end - timedelta(days=1)
     days = [first + timedelta(days=number) for number in range((last - first).days + 1)]
+    # Longer ranges by month, as the spend charts draw them: a year of daily bars is unreadable.
+    monthly = len(days) > DAILY_UNTIL_DAYS
+    if monthly:
+        days = sorted({day.replace(day=1) for day in days})
     labels = band_labels(threshold=fleet.threshold)
     figure = go.Figure()
     for band in BANDS:
-        hours = {row.day: row.gpu_hours for row in fleet.days if row.band == band}
+        hours: dict = {}
+        for row in fleet.days:
+            if row.band == band:
+                day = row.day.replace(day=1) if monthly else row.day
+                hours[day] = hours.get(day, 0.0) + row.gpu_hours
         figure.add_bar(
             name=labels[band],
             x=days,
             y=[round(hours.get(day, 0.0), 2) for day in days],
             marker_color=BAND_COLOURS[band],
-            hovertemplate="%{x|%d %b}: %{y:,.1f} GPU-hours "
+            hovertemplate=("%{x|%b %Y}" if monthly else "%{x|%d %b}")
+            + ": %{y:,.1f} GPU-hours "
             + labels[band].lower()
             + "<extra></extra>",
         )
@@ -37,13 +50,13 @@ def fleet_bands_chart(*, fleet: Fleet) -> Chart:
         barmode="stack",
         height=340,
         yaxis={"title": "GPU-hours", "rangemode": "tozero"},
-        xaxis={"type": "date", "tickformat": "%d %b"},
+        xaxis={"type": "date", "tickformat": "%b %Y" if monthly else "%d %b"},
     )
     return chart_from_figure(
         id="fleet-bands",
         figure=figure,
         empty_message=empty,
-        label="GPU-hours per day by utilisation band",
+        label=f"GPU-hours per {'month' if monthly else 'day'} by utilisation band",
     )
 
 

@@ -258,3 +258,99 @@ class MetricImport(models.Model):
     @property
     def is_done(self) -> bool:
         return self.status in {self.Status.SUCCEEDED, self.Status.UNCHANGED, self.Status.FAILED}
+
+
+class GpuSegment(models.Model):
+    """A stretch of one GPU's time during which the same projects' registrations cover it.
+
+    Derived from the registrations (their windows) and how GPUs join the bill (labels, host
+    mappings, registered host names); `projects` is the sorted ids as ",3,7," ("" never stored:
+    time no registration covers has no segment). The daily rollup reads it to give each GPU-hour
+    the set of projects it counts for, once, however many registrations overlap.
+    """
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    projects = models.CharField(max_length=1000)
+
+    class Meta:
+        indexes = [models.Index(fields=["gpu", "start"], name="gpusegment_gpu_start_idx")]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.gpu_id} {self.start:%Y-%m-%d %H:%M}–{self.end:%Y-%m-%d %H:%M} {self.projects}"
+        )
+
+
+class GpuDay(models.Model):
+    """The fleet page's rollup: one GPU (or MIG instance) in one UTC day, for one set of projects
+    (`projects` as in GpuSegment, "" for time no project's registration covers).
+
+    Counted GPU-hours only (with utilisation samples), each its GPU's share; the bands split the
+    GPU-hours by each hour's mean utilisation, at the organisation's idle threshold the rollup was
+    built with (GpuRollupState.threshold). Rebuilt from GpuHour by apps/gpu/daily.py, never edited.
+    """
+
+    day = models.DateField()
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+")
+    projects = models.CharField(max_length=1000, blank=True)
+    gpu_hours = models.FloatField()
+    weighted_util = models.FloatField(help_text="Sum of mean utilisation times share.")
+    idle_gpu_hours = models.FloatField()
+    band_idle = models.FloatField()
+    band_low = models.FloatField()
+    band_moderate = models.FloatField()
+    band_busy = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "gpu", "projects"], name="gpuday_unique_day_gpu_projects"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_id} {self.day} {self.projects or '-'}"
+
+
+class GpuModelDay(models.Model):
+    """GpuDay summed over the GPUs of one model: one row per UTC day, GPU model and set of
+    projects, what the fleet page's charts, totals, model and project tables read (a year of a
+    fleet of 10,000 GPUs: 56,000 GpuDay rows, a few thousand of these). Rebuilt with GpuDay."""
+
+    day = models.DateField()
+    model_name = models.CharField(max_length=200, blank=True)
+    projects = models.CharField(max_length=1000, blank=True)
+    gpu_hours = models.FloatField()
+    weighted_util = models.FloatField()
+    idle_gpu_hours = models.FloatField()
+    band_idle = models.FloatField()
+    band_low = models.FloatField()
+    band_moderate = models.FloatField()
+    band_busy = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "model_name", "projects"], name="gpumodelday_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.model_name or '?'} {self.projects or '-'}"
+
+
+class GpuRollupState(models.Model):
+    """One row: what of the daily rollup is out of date. `stale_all`: everything (the
+    registrations, mappings or GPUs' hosts changed, or it was never built); else the UTC days
+    [stale_from, stale_until) when set (new GPU-hours). Cleared by the rebuild, under a lock."""
+
+    stale_all = models.BooleanField(default=True)
+    stale_from = models.DateField(null=True, blank=True)
+    stale_until = models.DateField(null=True, blank=True)
+    threshold = models.DecimalField(max_digits=5, decimal_places=2, null=True, blank=True)
+    built_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return "GPU rollup state"

@@ -38,10 +38,24 @@ def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolutio
         if gpus is not None
         else list(Gpu.objects.values_list("pk", "host", "resource_label"))
     )
-    mappings = dict(HostMapping.objects.values_list("host", "resource_id"))
+    mappings = HostMapping.objects.all()
+    experiment_ids = ExperimentResource.objects.all()
+    deployment_ids = DeploymentResource.objects.all()
+    if gpus is not None:
+        # A few GPUs (a page of the fleet's table, one GPU's page): only the mappings of their
+        # hosts and the registered ids that could name one (the host itself, or an ARN ending
+        # in it), not every registration of the organisation.
+        hosts = {host for _, host, _ in rows if host}
+        naming = Q(pk__in=[])
+        for host in hosts:
+            naming |= Q(resource_id__contains=host)
+        mappings = mappings.filter(host__in=hosts)
+        experiment_ids = experiment_ids.filter(naming)
+        deployment_ids = deployment_ids.filter(naming)
+    mappings = dict(mappings.values_list("host", "resource_id"))
     registered: dict[str, str] = {}
-    for resource_id in set(ExperimentResource.objects.values_list("resource_id", flat=True)) | set(
-        DeploymentResource.objects.values_list("resource_id", flat=True)
+    for resource_id in set(experiment_ids.values_list("resource_id", flat=True)) | set(
+        deployment_ids.values_list("resource_id", flat=True)
     ):
         registered.setdefault(resource_id, resource_id)
         registered.setdefault(_tail(resource_id), resource_id)

@@ -27,7 +27,8 @@ from apps.experiments.models import Experiment, ExperimentResource
 from apps.projects.models import Project
 from apps.projects.selectors import projects_editable_by, projects_visible_to
 
-from .models import Gpu, GpuHour, HostMapping, MetricSource
+from .daily import days_ensure, key_projects
+from .models import Gpu, GpuDay, GpuHour, GpuModelDay, HostMapping, MetricSource
 from .resolution import (
     Resolution,
     _gpus_by_resource,
@@ -251,10 +252,32 @@ def gpus_visible_to(*, user) -> QuerySet[Gpu]:
 
 
 def gpu_for_user(*, user, pk: int) -> Gpu:
-    try:
-        return gpus_visible_to(user=user).select_related("parent").get(pk=pk)
-    except Gpu.DoesNotExist:
-        raise Http404("No such GPU.") from None
+    """The GPU, when `user` may see it (the rule of gpus_visible_to, checked for this GPU
+    alone: its resource, registered on a project the user sees)."""
+    gpu = Gpu.objects.select_related("parent").filter(pk=pk).first()
+    if gpu is None:
+        raise Http404("No such GPU.")
+    if user.is_staff:
+        return gpu
+    resolution = gpu_resolutions(gpus=[gpu]).get(gpu.pk)
+    if resolution is not None:
+        keys = {resolution.resource_id, _tail(resolution.resource_id)}
+        naming = Q(pk__in=[])
+        for key in keys:
+            naming |= Q(resource_id__contains=key)
+        projects = projects_visible_to(user=user)
+        registered = set(
+            ExperimentResource.objects.filter(naming, experiment__project__in=projects).values_list(
+                "resource_id", flat=True
+            )
+        ) | set(
+            DeploymentResource.objects.filter(naming, deployment__project__in=projects).values_list(
+                "resource_id", flat=True
+            )
+        )
+        if any(rid in keys or _tail(rid) in keys for rid in registered):
+            return gpu
+    raise Http404("No such GPU.")
 
 
 def can_map_hosts(*, user) -> bool:
@@ -317,14 +340,14 @@ class GroupUsage:
 
 @dataclass
 class Fleet:
-    start: datetime
-    end: datetime
+    start: date | None  # the first UTC day; None: from the first day with GPU-hours
+    end: date  # the day after the last
     threshold: float
     days: list[BandDay]
     total: Usage
     models: list[GroupUsage]
     projects: list[GroupUsage]
-    unattributed: Usage | None  # staff only
+    unattributed: Usage | None  # staff, over the whole fleet only
 
 
 def period(*, days: int, now: datetime | None = None) -> tuple[datetime, datetime]:
@@ -334,77 +357,153 @@ def period(*, days: int, now: datetime | None = None) -> tuple[datetime, datetim
     return end - timedelta(days=days), end
 
 
-def fleet(*, user, start: datetime, end: datetime) -> Fleet:
-    threshold = float(Organization.get().idle_threshold_percent)
-    hours = _counted(hours_visible_to(user=user).filter(hour__gte=start, hour__lt=end))
-    days = [
-        BandDay(day=row["day"], band=row["band"], gpu_hours=row["total"])
-        for row in hours.annotate(
-            day=TruncDate("hour", tzinfo=UTC), band=_band_expression(threshold)
-        )
-        .values("day", "band")
-        .annotate(total=Sum("gpu__share"))
-        .order_by("day", "band")
+def _as_day(value: date | datetime | None) -> date | None:
+    """A period's bound as a UTC day: the fleet page reads whole UTC days (GpuDay)."""
+    if value is None or not isinstance(value, datetime):
+        return value
+    value = value.astimezone(UTC)
+    if value.time() != datetime.min.time():
+        raise ValueError(f"The fleet reads whole UTC days; {value} is not a midnight.")
+    return value.date()
+
+
+@dataclass(frozen=True)
+class FleetScope:
+    """The daily rollup rows a user sees for a period and filters (per GPU: GpuDay; per GPU
+    model: GpuModelDay, the same rows summed), and the projects they count for."""
+
+    rows: QuerySet  # GpuDay
+    model_rows: QuerySet  # GpuModelDay
+    project_ids: set[int] | None  # None: every project, and the unattributed hours too
+
+
+def fleet_scope(
+    *,
+    user,
+    start: date | datetime | None,
+    end: date | datetime,
+    team=None,
+    project: Project | None = None,
+) -> FleetScope:
+    """Staff with no filter: every row. Otherwise the rows whose set of projects names a
+    project the user sees (of the team, or the project, filtered on): each GPU-hour once."""
+    days_ensure()
+    start, end = _as_day(start), _as_day(end)
+    rows = GpuDay.objects.filter(day__lt=end)
+    model_rows = GpuModelDay.objects.filter(day__lt=end)
+    if start is not None:
+        rows = rows.filter(day__gte=start)
+        model_rows = model_rows.filter(day__gte=start)
+    if user.is_staff and team is None and project is None:
+        return FleetScope(rows=rows, model_rows=model_rows, project_ids=None)
+    projects = projects_visible_to(user=user)
+    if team is not None:
+        projects = projects.filter(team=team)
+    if project is not None:
+        projects = projects.filter(pk=project.pk)
+    project_ids = set(projects.values_list("pk", flat=True))
+    keys = [
+        key
+        for key in model_rows.order_by().values_list("projects", flat=True).distinct()
+        if key and project_ids.intersection(key_projects(key))
     ]
-    models = []
-    for row in (
-        hours.values("gpu__model_name")
-        .annotate(
-            gpus=Count(Coalesce("gpu__parent_id", "gpu_id"), distinct=True),
-            total=Sum("gpu__share"),
+    return FleetScope(
+        rows=rows.filter(projects__in=keys),
+        model_rows=model_rows.filter(projects__in=keys),
+        project_ids=project_ids,
+    )
+
+
+USAGE_SUMS = {
+    "total": Sum("gpu_hours"),
+    "weighted": Sum("weighted_util"),
+    "idle": Sum("idle_gpu_hours"),
+    **{band: Sum(f"band_{band}") for band in BANDS},
+}
+
+
+def _usage(row: dict) -> Usage:
+    hours = row["total"] or 0.0
+    return Usage(
+        gpu_hours=hours,
+        util_mean=row["weighted"] / hours if hours else None,
+        idle_gpu_hours=row["idle"] or 0.0,
+        bands={band: row[band] for band in BANDS if row.get(band)},
+    )
+
+
+def _add(totals: dict, row: dict) -> None:
+    for name in USAGE_SUMS:
+        totals[name] = (totals.get(name) or 0.0) + (row[name] or 0.0)
+
+
+def fleet(
+    *,
+    user,
+    start: date | datetime | None,
+    end: date | datetime,
+    team=None,
+    project: Project | None = None,
+) -> Fleet:
+    """The fleet page's figures for the UTC days [start, end), from the daily rollup: GPU-hours
+    per day and band, per GPU model and per project, in a constant number of queries."""
+    threshold = float(Organization.get().idle_threshold_percent)
+    scope = fleet_scope(user=user, start=start, end=end, team=team, project=project)
+    rows = scope.model_rows.order_by()
+    days = []
+    for row in rows.values("day").annotate(**USAGE_SUMS).order_by("day"):
+        for band in BANDS:
+            if row[band]:
+                days.append(BandDay(day=row["day"], band=band, gpu_hours=row[band]))
+    # GPUs per model: distinct physical GPUs, which only the per-GPU rows can count.
+    gpus = dict(
+        scope.rows.order_by()
+        .values("gpu__model_name")
+        .annotate(gpus=Count(Coalesce("gpu__parent_id", "gpu_id"), distinct=True))
+        .values_list("gpu__model_name", "gpus")
+    )
+    models = [
+        GroupUsage(
+            label=row["model_name"] or "Unknown model",
+            gpus=gpus.get(row["model_name"], 0),
+            usage=_usage(row),
         )
-        .order_by("-total", "gpu__model_name")
-    ):
-        name = row["gpu__model_name"]
-        models.append(
-            GroupUsage(
-                label=name or "Unknown model",
-                gpus=row["gpus"],
-                usage=usage_of(hours.filter(gpu__model_name=name), threshold=threshold),
-            )
+        for row in rows.values("model_name").annotate(**USAGE_SUMS).order_by("-total", "model_name")
+    ]
+    total: dict = {}
+    per_project: dict[int, dict] = defaultdict(dict)
+    unattributed: dict | None = {} if scope.project_ids is None else None
+    for row in rows.values("projects").annotate(**USAGE_SUMS):
+        _add(total, row)
+        if not row["projects"] and unattributed is not None:
+            _add(unattributed, row)
+        for project_id in key_projects(row["projects"]):
+            if scope.project_ids is None or project_id in scope.project_ids:
+                _add(per_project[project_id], row)
+    names = {
+        pk: (name, slug)
+        for pk, name, slug in Project.objects.filter(pk__in=per_project).values_list(
+            "pk", "name", "slug"
         )
-    projects_list, unattributed = _fleet_projects(user=user, hours=hours, threshold=threshold)
+    }
+    groups = [
+        GroupUsage(label=names[pk][0], url=names[pk][1], usage=_usage(sums))
+        for pk, sums in per_project.items()
+        if pk in names and sums.get("total")
+    ]
+    groups.sort(key=lambda group: (-group.usage.gpu_hours, group.label))
     return Fleet(
-        start=start,
-        end=end,
+        start=_as_day(start),
+        end=_as_day(end),
         threshold=threshold,
         days=days,
-        total=usage_of(hours, threshold=threshold),
+        total=_usage(total) if total else Usage(),
         models=models,
-        projects=projects_list,
-        unattributed=unattributed,
+        projects=groups,
+        unattributed=(_usage(unattributed) if unattributed else Usage())
+        if unattributed is not None
+        else None,
     )
-
-
-def _fleet_projects(
-    *, user, hours: QuerySet[GpuHour], threshold: float
-) -> tuple[list[GroupUsage], Usage | None]:
-    projects = {project.pk: project for project in projects_visible_to(user=user)}
-    windows = resource_uses(
-        experiments=Experiment.objects.filter(project__in=projects.values()),
-        deployments=Deployment.objects.filter(project__in=projects.values()),
-    )
-    by_resource = _gpus_by_resource()
-    per_project: dict[int, list[ResourceUseWindow]] = defaultdict(list)
-    for window in windows:
-        per_project[window.project_id].append(window)
-    groups = []
-    attributed = None
-    for project_id, project_windows in per_project.items():
-        condition = _hours_filter(project_windows, by_resource)
-        if condition is None:
-            continue
-        attributed = condition if attributed is None else attributed | condition
-        usage = usage_of(hours.filter(condition), threshold=threshold)
-        if usage.gpu_hours:
-            project = projects[project_id]
-            groups.append(GroupUsage(label=project.name, usage=usage, url=project.slug))
-    groups.sort(key=lambda group: (-group.usage.gpu_hours, group.label))
-    unattributed = None
-    if user.is_staff:
-        rest = hours if attributed is None else hours.exclude(attributed)
-        unattributed = usage_of(rest, threshold=threshold)
-    return groups, unattributed
 
 
 @dataclass(frozen=True)
@@ -414,48 +513,96 @@ class GpuRow:
     usage: Usage
 
 
+# Sort key -> the ORDER BY of the GPU table (the GPU's own order breaks ties, then its id).
 GPU_SORTS = {
-    "gpu": lambda row: (row.gpu.host, row.gpu.index or 0, row.gpu.mig_instance, row.gpu.uuid),
-    "model": lambda row: (row.gpu.model_name, row.gpu.host, row.gpu.index or 0),
-    "hours": lambda row: (row.usage.gpu_hours, row.gpu.host),
-    "util": lambda row: (row.usage.util_mean or 0.0, row.gpu.host),
-    "idle": lambda row: (row.usage.idle_share or 0.0, row.gpu.host),
+    "gpu": ("gpu__host", "index", "gpu__mig_instance", "gpu__uuid"),
+    "model": ("gpu__model_name", "gpu__host", "index"),
+    "hours": ("total", "gpu__host"),
+    "util": ("util", "gpu__host"),
+    "idle": ("idle_ratio", "gpu__host"),
 }
+GPUS_PER_PAGE = 50
+
+
+@dataclass(frozen=True)
+class GpuPage:
+    rows: list[GpuRow]
+    count: int  # GPUs with counted hours in the period
+    number: int
+    pages: int
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.number < self.pages
+
+    @property
+    def first(self) -> int:
+        return (self.number - 1) * GPUS_PER_PAGE + 1 if self.count else 0
+
+    @property
+    def last(self) -> int:
+        return min(self.count, self.number * GPUS_PER_PAGE)
 
 
 def fleet_gpus(
-    *, user, start: datetime, end: datetime, sort: str = "-hours", limit: int = 500
-) -> list[GpuRow]:
-    """The GPUs with counted hours in the period (MIG instances as themselves), sorted by one of
-    GPU_SORTS, `-` first for descending."""
-    hours = _counted(hours_visible_to(user=user).filter(hour__gte=start, hour__lt=end))
-    totals = {
-        row["gpu_id"]: row
-        for row in hours.values("gpu_id").annotate(
-            total=Sum("gpu__share"),
-            weighted_util=Sum(F("util_mean") * F("gpu__share")),
-            idle=Sum(F("idle_share") * F("gpu__share")),
+    *,
+    user,
+    start: date | datetime | None,
+    end: date | datetime,
+    sort: str = "-hours",
+    page: int = 1,
+    team=None,
+    project: Project | None = None,
+    per_page: int = GPUS_PER_PAGE,
+) -> GpuPage:
+    """One page of the GPUs with counted hours in the period (MIG instances as themselves),
+    sorted in the database by one of GPU_SORTS, `-` first for descending: the same queries for
+    a fleet of ten GPUs or ten thousand."""
+    scope = fleet_scope(user=user, start=start, end=end, team=team, project=project)
+    per_gpu = (
+        scope.rows.order_by()
+        .values("gpu_id")
+        .annotate(
+            total=Sum("gpu_hours"),
+            weighted=Sum("weighted_util"),
+            idle=Sum("idle_gpu_hours"),
         )
-    }
-    gpus = list(Gpu.objects.filter(pk__in=totals).select_related("parent"))
-    resolutions = gpu_resolutions(gpus=[gpu.parent or gpu for gpu in gpus])
+    )
+    count = per_gpu.count()
+    pages = max(1, -(-count // per_page))
+    page = min(max(1, page), pages)
+    key = sort.removeprefix("-")
+    descending = sort.startswith("-")
+    # The sort key in the direction asked; ties in the GPUs' own order, as a stable sort keeps it.
+    order = [f"-{name}" if descending else name for name in GPU_SORTS.get(key, GPU_SORTS["hours"])]
+    order += ["gpu__host", "index", "gpu__uuid", "gpu__mig_instance", "gpu_id"]
+    ranked = per_gpu.annotate(
+        index=Coalesce("gpu__index", Value(0)),
+        util=Coalesce(F("weighted") / F("total"), Value(0.0)),
+        idle_ratio=Coalesce(F("idle") / F("total"), Value(0.0)),
+    ).order_by(*order)
+    totals = list(ranked[(page - 1) * per_page : page * per_page])
+    gpus = Gpu.objects.select_related("parent").in_bulk([row["gpu_id"] for row in totals])
+    resolutions = gpu_resolutions(gpus=[gpu.parent or gpu for gpu in gpus.values()])
     rows = []
-    for gpu in gpus:
-        row = totals[gpu.pk]
+    for row in totals:
+        gpu = gpus[row["gpu_id"]]
         rows.append(
             GpuRow(
                 gpu=gpu,
                 resolution=resolutions.get((gpu.parent or gpu).pk),
                 usage=Usage(
                     gpu_hours=row["total"],
-                    util_mean=row["weighted_util"] / row["total"] if row["total"] else None,
+                    util_mean=row["weighted"] / row["total"] if row["total"] else None,
                     idle_gpu_hours=row["idle"] or 0.0,
                 ),
             )
         )
-    key = sort.removeprefix("-")
-    rows.sort(key=GPU_SORTS.get(key, GPU_SORTS["hours"]), reverse=sort.startswith("-"))
-    return rows[:limit]
+    return GpuPage(rows=rows, count=count, number=page, pages=pages)
 
 
 def gpu_hours_series(*, gpu: Gpu, start: datetime, end: datetime) -> list[GpuHour]:
@@ -484,19 +631,30 @@ class Owner:
     end: datetime | None
 
 
-def gpu_owners(*, gpu: Gpu, user) -> list[Owner]:
+def gpu_owners(*, gpu: Gpu, user, resolution: Resolution | None | bool = False) -> list[Owner]:
     """The runs and deployments (of projects the user sees) that registered the resource this
-    GPU's host maps to, latest first."""
-    resolution = gpu_resolutions(gpus=[gpu.parent or gpu]).get((gpu.parent or gpu).pk)
+    GPU's host maps to, latest first. `resolution`: the GPU's, when the caller has it."""
+    if resolution is False:
+        resolution = gpu_resolutions(gpus=[gpu.parent or gpu]).get((gpu.parent or gpu).pk)
     if resolution is None:
         return []
     keys = {resolution.resource_id, _tail(resolution.resource_id)}
+    # The registrations of this resource only (its id, or an ARN ending in it), not every one.
+    naming = Q()
+    for key in keys:
+        naming |= Q(resource_id=key) | Q(resource_id__endswith=f"/{key}")
     projects = projects_visible_to(user=user)
     windows = [
         window
         for window in resource_uses(
-            experiments=Experiment.objects.filter(project__in=projects),
-            deployments=Deployment.objects.filter(project__in=projects),
+            experiments=Experiment.objects.filter(
+                project__in=projects,
+                pk__in=ExperimentResource.objects.filter(naming).values("experiment_id"),
+            ),
+            deployments=Deployment.objects.filter(
+                project__in=projects,
+                pk__in=DeploymentResource.objects.filter(naming).values("deployment_id"),
+            ),
         )
         if window.resource_id in keys or _tail(window.resource_id) in keys
     ]
@@ -603,8 +761,8 @@ class UnmappedHost:
 
 
 def unmapped_hosts(*, since: datetime) -> list[UnmappedHost]:
-    """Hosts none of whose GPUs resolves to a resource, with their GPU-hours since `since`,
-    most GPU-hours first: the ones worth mapping first."""
+    """Hosts none of whose GPUs resolves to a resource, with their GPU-hours from the UTC day of
+    `since` on, most GPU-hours first: the ones worth mapping first."""
     resolved = gpu_resolutions()
     physical = list(
         Gpu.objects.filter(parent__isnull=True).values(
@@ -614,13 +772,15 @@ def unmapped_hosts(*, since: datetime) -> list[UnmappedHost]:
     unmapped = [gpu for gpu in physical if gpu["pk"] not in resolved]
     if not unmapped:
         return []
-    ids = [gpu["pk"] for gpu in unmapped]
+    # From the daily rollup (whole UTC days since `since`), for every GPU at once: a list of the
+    # unmapped GPUs' ids in the query grows with the fleet.
+    days_ensure()
     hours_by_gpu = dict(
-        _counted(GpuHour.objects.filter(hour__gte=since))
-        .filter(Q(gpu_id__in=ids) | Q(gpu__parent_id__in=ids))
+        # An unmapped GPU is reached by no registration, so all its rows have no projects.
+        GpuDay.objects.filter(day__gte=since.astimezone(UTC).date(), projects="")
         .annotate(physical=Coalesce("gpu__parent_id", "gpu_id"))
         .values("physical")
-        .annotate(total=Sum("gpu__share"))
+        .annotate(total=Sum("gpu_hours"))
         .values_list("physical", "total")
     )
     hosts: dict[str, list[dict]] = defaultdict(list)

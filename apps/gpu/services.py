@@ -29,6 +29,7 @@ from costsite.polling import (
     polled_sources_claim_due,
 )
 
+from . import daily
 from .formats import FORMATS, GpuInfo, GpuMetricsError, ParseContext, detect_format, parse
 from .models import Gpu, GpuHour, HostMapping, MetricImport, MetricSource
 from .rollup import HourRow, RollupBuilder
@@ -109,6 +110,9 @@ class _GpuResolver:
         self.ids: dict[tuple[str, str], int] = {}
         self.parents: dict[int, int] = {}
         self.seen: dict[int, list[int]] = {}  # gpu id -> [first hour, last hour] this import
+        # A GPU appeared, or one's host, label, parent or model changed: how GPUs join the bill
+        # (or group) moved, so the whole daily rollup is out of date, not only the days written.
+        self.joins_changed = False
 
     def __call__(self, info: GpuInfo) -> int:
         key = (info.uuid, info.mig_instance)
@@ -133,6 +137,8 @@ class _GpuResolver:
             mig_instance=info.mig_instance,
             defaults={**values, "parent_id": parent_id},
         )
+        if created:
+            self.joins_changed = True
         if not created:
             # What the data says now wins, except that a blank label never erases a known one.
             changed = {
@@ -146,6 +152,8 @@ class _GpuResolver:
                 changed["parent_id"] = parent_id
             if changed:
                 Gpu.objects.filter(pk=gpu.pk).update(**changed)
+                if {"host", "resource_label", "parent_id", "model_name"} & set(changed):
+                    self.joins_changed = True
         self.ids[key] = gpu.pk
         self.parents[gpu.pk] = parent_id or gpu.pk
         return gpu.pk
@@ -329,11 +337,16 @@ def gpu_metrics_load(
     outcome.gpus = len(set((packed >> 32).tolist()))
     if len(packed):
         hours = packed & 0xFFFFFFFF
-        spend_data_changed.announce(
-            start=hour_start(int(hours.min())).date(),
-            end=hour_start(int(hours.max())).date() + timedelta(days=1),
-            reason="gpu_import",
-        )
+        start = hour_start(int(hours.min())).date()
+        end = hour_start(int(hours.max())).date() + timedelta(days=1)
+        if resolver.joins_changed:
+            daily.days_mark_all_later()
+        else:
+            # The days written are rebuilt now, in this transaction: the fleet page never reads
+            # them stale, and the first request after an import does not pay for them.
+            daily.days_mark(start=start, end=end)
+            daily.days_rebuild()
+        spend_data_changed.announce(start=start, end=end, reason="gpu_import")
     return outcome
 
 
@@ -703,6 +716,7 @@ def host_mapping_set(
         mapping.resource_id = resource_id.strip()
         mapping.note = note
         mapping.save(update_fields=["resource_id", "note", "updated_at"])
+    daily.days_mark_all_later()
     return mapping
 
 
@@ -714,9 +728,11 @@ def host_mapping_create(
     then treats the call as a change of that mapping, with the rules of a change."""
     try:
         with transaction.atomic():
-            return HostMapping.objects.create(
+            mapping = HostMapping.objects.create(
                 host=host.strip(), resource_id=resource_id.strip(), note=note, created_by=created_by
             )
+            daily.days_mark_all_later()
+            return mapping
     except IntegrityError:
         return None
 
@@ -729,9 +745,16 @@ def host_mapping_update(
     mapping.resource_id = resource_id.strip()
     mapping.note = note
     mapping.save(update_fields=["host", "resource_id", "note", "updated_at"])
+    daily.days_mark_all_later()
     return mapping
 
 
 @transaction.atomic
 def host_mapping_delete(*, mapping: HostMapping) -> None:
     mapping.delete()
+    daily.days_mark_all_later()
+
+
+def gpu_days_rebuild() -> None:
+    """Bring the fleet page's daily rollup up to date (apps/gpu/daily.py)."""
+    daily.days_rebuild()

@@ -41,3 +41,9 @@ def metric_source_poll_task(self, source_id: int) -> int:
 def metric_import_execute_task(metric_import_id: int) -> str:
     metric_import = MetricImport.objects.get(pk=metric_import_id)
     return services.metric_import_execute(metric_import=metric_import).status
+
+
+@shared_task
+def gpu_days_rebuild_task() -> None:
+    """After a change of who used what: rebuild the fleet page's daily rollup."""
+    services.gpu_days_rebuild()

@@ -1,18 +1,21 @@
 import copy
-from datetime import timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.accounts.guards import staff_only, staff_or_lead_only
-from apps.accounts.models import Organization
+from apps.accounts.models import Organization, Team
 from apps.insights.models import InsightsSettings
 from apps.insights.selectors import findings_section, idle_gpu_dollars
+from apps.projects.selectors import projects_visible_to
+from apps.spend import selectors as spend_selectors
+from apps.spend.filters import SpendFilters, spend_filters_from
+from apps.spend.sections import today as spend_today
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services, tasks
@@ -20,7 +23,6 @@ from .charts import fleet_charts, gpu_hourly_chart
 from .forms import HostMappingForm, MetricSourceForm
 from .models import MetricSource
 
-PERIODS = (7, 30, 90)
 # (sort key, heading, numeric)
 GPU_COLUMNS = [
     ("gpu", "GPU", False),
@@ -30,48 +32,81 @@ GPU_COLUMNS = [
     ("util", "Mean utilisation", True),
     ("idle", "Idle", True),
 ]
-DEFAULT_PERIOD = 30
+DEFAULT_SORT = "-hours"
 UNMAPPED_SINCE_DAYS = 30
 
 
-def _period_days(request: HttpRequest, default: int = DEFAULT_PERIOD) -> int:
-    try:
-        days = int(request.GET.get("days", default))
-    except ValueError:
-        return default
-    return days if days in PERIODS else default
-
-
-def _gpu_columns(sort: str) -> list[dict]:
+def _gpu_columns(sort: str, filters: SpendFilters) -> list[dict]:
     return [
         {
             "label": label,
             "numeric": numeric,
-            "sort": "" if not key else (f"-{key}" if sort == key else key),
+            "query": filters.query(sort=f"-{key}" if sort == key else key) if key else "",
             "active": "ascending" if sort == key else "descending" if sort == f"-{key}" else "",
         }
         for key, label, numeric in GPU_COLUMNS
     ]
 
 
+def _utc_midnight(day) -> datetime:
+    return datetime.combine(day, datetime.min.time(), tzinfo=UTC)
+
+
+def _fleet_filters(request: HttpRequest) -> SpendFilters:
+    """The spend pages' range and their team and project filters (the GPU figures have no
+    provider or workload)."""
+    user = request.user
+    teams = Team.objects.all() if user.is_staff else Team.objects.filter(memberships__user=user)
+    return spend_filters_from(
+        request.GET,
+        today=spend_today(),
+        dimensions=("team", "project"),
+        teams=teams.distinct().order_by("name"),
+        projects=projects_visible_to(user=user).order_by("name"),
+    )
+
+
+def _page_number(request: HttpRequest) -> int:
+    try:
+        return max(1, int(request.GET.get("page", 1)))
+    except ValueError:
+        return 1
+
+
 @login_required
 def fleet(request: HttpRequest) -> HttpResponse:
-    days = _period_days(request)
-    sort = request.GET.get("sort", "-hours")
+    filters = _fleet_filters(request)
+    sort = request.GET.get("sort", DEFAULT_SORT)
     if sort.removeprefix("-") not in selectors.GPU_SORTS:
-        sort = "-hours"
-    start, end = selectors.period(days=days)
-    summary = selectors.fleet(user=request.user, start=start, end=end)
+        sort = DEFAULT_SORT
+    period = filters.period
+    scope = {
+        "user": request.user,
+        "start": period.start,
+        "end": period.end,
+        "team": filters.team,
+        "project": filters.project,
+    }
+    summary = selectors.fleet(**scope)
+    gpus = selectors.fleet_gpus(**scope, sort=sort, page=_page_number(request))
+    # The sort and the page travel with the filters; a new filter starts at the first page.
+    keep = filters.query(sort="" if sort == DEFAULT_SORT else sort)
     context = {
+        "filters": filters,
+        "form": filters.form,
+        "data_as_of": spend_selectors.data_as_of(),
         "fleet": summary,
-        "days": days,
-        "periods": PERIODS,
         "sort": sort,
+        "sort_query": keep,
         **fleet_charts(fleet=summary),
-        "gpus": selectors.fleet_gpus(user=request.user, start=start, end=end, sort=sort),
-        "idle_dollars": idle_gpu_dollars(user=request.user, start=start, end=end),
+        "gpus": gpus,
+        "idle_dollars": idle_gpu_dollars(
+            user=request.user,
+            start=_utc_midnight(period.start or date(2000, 1, 1)),
+            end=_utc_midnight(period.end),
+        ),
         "idle_min_percent": InsightsSettings.get().idle_gpu_min_share_percent,
-        "gpu_columns": _gpu_columns(sort),
+        "gpu_columns": _gpu_columns(sort, filters),
         "can_map": selectors.can_map_hosts(user=request.user),
         "can_see_sources": selectors.can_see_sources(user=request.user),
     }
@@ -82,29 +117,35 @@ def fleet(request: HttpRequest) -> HttpResponse:
 @login_required
 def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
     gpu = selectors.gpu_for_user(user=request.user, pk=gpu_pk)
-    days = _period_days(request, default=7)
     # A GPU that stopped reporting shows its last days, not an empty chart of the present.
-    start, end = selectors.period(
-        days=days, now=min(timezone.now(), gpu.last_seen_at or timezone.now())
-    )
+    last_day = spend_today()
+    if gpu.last_seen_at is not None:
+        last_day = min(
+            last_day, (gpu.last_seen_at - timedelta(microseconds=1)).astimezone(UTC).date()
+        )
+    filters = spend_filters_from(request.GET, today=last_day, default_preset="7d", dimensions=())
+    period = filters.period
+    start = _utc_midnight(period.start or (gpu.first_seen_at or _utc_midnight(last_day)).date())
+    end = _utc_midnight(period.end)
     threshold = float(Organization.get().idle_threshold_percent)
     hours = selectors.gpu_hours_series(gpu=gpu, start=start, end=end)
     resolution = selectors.gpu_resolutions(gpus=[gpu.parent or gpu]).get((gpu.parent or gpu).pk)
     context = {
         "gpu": gpu,
-        "days": days,
-        "periods": PERIODS,
+        "filters": filters,
+        "form": filters.form,
+        "data_as_of": spend_selectors.data_as_of(),
         "chart": gpu_hourly_chart(hours=hours, threshold=threshold),
         "usage": selectors.usage_of(gpu.hours.filter(hour__gte=start, hour__lt=end)),
         "start": start,
         "end": end,
         "resolution": resolution,
-        "owners": selectors.gpu_owners(gpu=gpu, user=request.user),
+        "owners": selectors.gpu_owners(gpu=gpu, user=request.user, resolution=resolution),
         "mig_instances": gpu.mig_instances.all(),
         "findings": findings_section(
             user=request.user,
             start=start.date(),
-            end=end.date() + timedelta(days=1),
+            end=end.date(),
             resource_id=resolution.resource_id,
         )
         if resolution
@@ -211,7 +252,7 @@ def host_mapping_list(request: HttpRequest) -> HttpResponse:
             return redirect_after_save(request, reverse("gpu_host_mapping_list"))
         # Mapped by someone else since the form checked: the same answer as the form's own check.
         form.add_error("host", HostMappingForm.Meta.error_messages["host"]["unique"])
-    since, _ = selectors.period(days=UNMAPPED_SINCE_DAYS)
+    since = _utc_midnight(spend_today() - timedelta(days=UNMAPPED_SINCE_DAYS - 1))
     context = {
         "form": form,
         "unmapped": selectors.unmapped_hosts(since=since),

@@ -1,5 +1,6 @@
-"""A real browser on the GPU pages: the charts draw under the strict CSP, the period switch swaps
-in place, and nothing complains in the console."""
+"""A real browser on the GPU pages: the charts draw under the strict CSP (with the vendored
+Plotly partial bundle), the spend pages' range presets and the table's sort swap in place, and
+nothing complains in the console (a CSP violation would)."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -35,11 +36,17 @@ def test_staff_read_the_fleet_switch_the_period_and_open_a_gpu(
     assert page.locator("div.chart[data-drawn=true]").count() == 3
 
     page.evaluate("window.__stillHere = true")
-    page.click("text=7 days")
-    page.wait_for_selector("a[aria-current=true]:has-text('7 days')")
+    # The spend pages' range presets, swapped in place by htmx.
+    page.click("text=Last 7 days")
+    page.wait_for_selector("a[aria-current=true]:has-text('Last 7 days')")
     page.wait_for_selector("#fleet-bands + div.chart[data-drawn=true] .main-svg")
     assert page.evaluate("window.__stillHere") is True
-    assert page.url.endswith("?days=7&sort=-hours")
+    assert page.url.endswith("?preset=7d")
+    # Sorting the GPU table keeps the range.
+    page.click("a.sort-link:has-text('Mean utilisation')")
+    page.wait_for_selector("th[aria-sort=ascending]:has-text('Mean utilisation')")
+    assert page.url.endswith("?preset=7d&sort=util")
+    assert page.evaluate("window.__stillHere") is True
 
     page.click(f"text={Gpu.objects.get(uuid='GPU-b0')}")
     page.wait_for_selector("#gpu-hourly + div.chart[data-drawn=true] .main-svg")

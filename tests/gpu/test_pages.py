@@ -38,7 +38,7 @@ def test_the_fleet_page_shows_each_user_the_gpu_hours_of_their_projects(
 
 
 def test_the_fleet_chart_is_drawn_from_the_rollup_without_inline_script(gpu_fleet, staff_client):
-    response = staff_client.get(reverse("gpu_fleet"), {"days": 7})
+    response = staff_client.get(reverse("gpu_fleet"), {"preset": "7d"})
 
     page = response.content.decode()
     assert 'data-figure="fleet-bands"' in page
@@ -48,22 +48,42 @@ def test_the_fleet_chart_is_drawn_from_the_rollup_without_inline_script(gpu_flee
     bars = {trace["name"]: trace["y"] for trace in figure["data"]}
     # 2026-07-09 to 2026-07-15; all fifteen GPU-hours are on the 14th.
     assert bars == {
-        "Idle (under 10%)": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-        "Low (10–40%)": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0],
-        "Moderate (40–70%)": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0],
-        "Busy (70% and over)": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0],
+        "Idle (under 10%)": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+        "Low (10–40%)": [0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0],
+        "Moderate (40–70%)": [0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0],
+        "Busy (70% and over)": [0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0],
     }
     assert "<script>" not in page
     assert "script-src 'self';" in response["Content-Security-Policy"] + ";"
 
 
 def test_the_period_switch_swaps_only_the_fleets_body_for_htmx(gpu_fleet, member_client):
-    response = member_client.get(reverse("gpu_fleet"), {"days": 90}, headers={"HX-Request": "true"})
+    headers = {"HX-Request": "true", "HX-Target": "spend"}
+    response = member_client.get(reverse("gpu_fleet"), {"preset": "90d"}, headers=headers)
 
     page = response.content.decode()
-    assert page.lstrip().startswith('<div id="fleet-body">')
+    assert page.lstrip().startswith('<div id="spend" class="fleet-body">')
     assert "<html" not in page
-    assert 'href="?days=7&amp;sort=-hours"' in page and 'hx-get="?days=7&amp;sort=-hours"' in page
+    # The spend pages' range presets, keeping the range in the URL.
+    assert 'href="/gpus/?preset=7d" hx-get="/gpus/?preset=7d"' in page
+    assert 'aria-current="true" class="active">Last 90 days</a>' in page
+    assert '<select name="team"' in page and '<select name="project"' in page
+
+
+def test_the_fleet_takes_the_spend_pages_team_and_project_filters(
+    gpu_fleet, staff_client, team, project
+):
+    by_team = staff_client.get(reverse("gpu_fleet"), {"team": team.slug}).content.decode()
+    by_project = staff_client.get(
+        reverse("gpu_fleet"), {"project": gpu_fleet["other_project"].slug}
+    ).content.decode()
+
+    # The team's project only: GPU-e1, GPU-e2 at 10:00 and 11:00, GPU-d1 at 10:00-12:00.
+    assert ">Image ranking</a>" in by_team and ">Translation</a>" not in by_team
+    assert "Not attributed to a project" not in by_team and "mystery-box" not in by_team
+    assert '<p class="figure"><strong>7</strong></p>' in by_team
+    assert ">Translation</a>" in by_project and ">Image ranking</a>" not in by_project
+    assert '<p class="figure"><strong>3</strong></p>' in by_project
 
 
 def test_an_anonymous_visitor_is_sent_to_log_in(client, db):

@@ -4,12 +4,14 @@ from datetime import date
 
 from apps.billing.services import attribution_schedule
 from apps.digests.tasks import on_spend_data_changed as alerts_check_later
+from apps.gpu.daily import ownership_changed_handler as gpu_days_stale
 from apps.insights.tasks import on_spend_data_changed
 from apps.projects.ports import Port, ownership_changed, spend_data_changed
 
 
-def test_billing_is_the_one_handler_of_ownership_changed():
-    assert ownership_changed.handlers() == (attribution_schedule,)
+def test_billing_and_the_gpu_daily_rollup_handle_ownership_changed():
+    # Billing re-attributes; gpu marks the fleet page's daily rollup out of date.
+    assert ownership_changed.handlers() == (attribution_schedule, gpu_days_stale)
 
 
 def test_insights_and_digests_are_the_handlers_of_spend_data_changed():

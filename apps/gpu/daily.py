@@ -1,0 +1,236 @@
+"""The fleet page's daily rollup (GpuDay) and the segments it is built through (GpuSegment).
+
+The fleet page groups GPU-hours by day, utilisation band, GPU model, project and GPU. Read from
+the hourly rollup, a year of a fleet of 10,000 GPUs is a million rows, and each project's share
+was a query of its own; GpuDay holds the same figures one row per GPU, UTC day and set of
+projects, so every grouping is one query over a few rows per GPU-day.
+
+Which projects a GPU-hour counts for follows the rules of selectors.py (a registration's window,
+the GPU's resolution to a billed resource): GpuSegment cuts each GPU's time into stretches covered
+by the same projects' registrations, and each GPU-hour takes the set of the stretch it lies in.
+A project's figures are then the sum over the sets that name it, a lead's the sum over the sets
+that name one of their projects: each GPU-hour counted once, as the hourly selectors count it.
+
+Kept current, never stale when read:
+- a GPU metrics import marks the days it wrote (`days_mark`) and rebuilds them before it commits;
+- a change of who used what (the `ownership_changed` port, a host mapping, a GPU's host or label,
+  a new GPU, the idle threshold) marks everything, and a task rebuilds it after the commit;
+- a read (`days_ensure`) first rebuilds whatever is still marked, so the first page after a
+  change pays for the rebuild and shows the new figures.
+"""
+
+from collections import defaultdict
+from datetime import UTC, date, datetime, timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.accounts.models import Organization
+from apps.deployments.models import Deployment
+from apps.experiments.models import Experiment
+from costsite.celery import task_enqueue_on_commit
+
+from .models import Gpu, GpuDay, GpuHour, GpuModelDay, GpuRollupState, GpuSegment
+from .resolution import EARLIEST, LATEST, _gpus_by_resource, _tail
+
+BATCH = 5000  # segments written at a time
+REBUILD_TASK = "apps.gpu.tasks.gpu_days_rebuild_task"
+
+
+def projects_key(project_ids) -> str:
+    return "".join(f",{pk}" for pk in sorted(set(project_ids))) + "," if project_ids else ""
+
+
+def key_projects(key: str) -> list[int]:
+    return [int(part) for part in key.split(",") if part]
+
+
+def _state() -> GpuRollupState:
+    state = GpuRollupState.objects.order_by("pk").first()
+    return state if state is not None else GpuRollupState.objects.create(stale_all=True)
+
+
+def days_mark(*, start: date | None = None, end: date | None = None) -> None:
+    """Mark the UTC days [start, end) out of date; no days: everything."""
+    state = _state()
+    if start is None or end is None:
+        GpuRollupState.objects.filter(pk=state.pk).update(stale_all=True)
+    elif not state.stale_all:
+        GpuRollupState.objects.filter(pk=state.pk).update(
+            stale_from=min(start, state.stale_from or start),
+            stale_until=max(end, state.stale_until or end),
+        )
+
+
+def days_mark_all_later() -> None:
+    """Everything is out of date: mark it and rebuild after the commit (a page that comes first
+    rebuilds it itself)."""
+    days_mark()
+    task_enqueue_on_commit(REBUILD_TASK)
+
+
+def ownership_changed_handler(*, resource_ids=None, reason: str = "", created_by=None) -> None:
+    """`ownership_changed` port: a registration, alias, rule or project changed."""
+    days_mark_all_later()
+
+
+def _is_current(state: GpuRollupState, threshold) -> bool:
+    return (
+        not state.stale_all
+        and state.stale_from is None
+        and state.threshold is not None
+        and state.threshold == threshold
+    )
+
+
+def days_ensure() -> None:
+    """Rebuild whatever of the rollup is marked out of date (one query when nothing is)."""
+    state = GpuRollupState.objects.order_by("pk").first()
+    threshold = Organization.get().idle_threshold_percent
+    if state is not None and _is_current(state, threshold):
+        return
+    days_rebuild()
+
+
+@transaction.atomic
+def days_rebuild() -> None:
+    """Bring the rollup up to date, under a lock on its state row (two rebuilds never interleave:
+    the second finds the work done)."""
+    state = _state()
+    state = GpuRollupState.objects.select_for_update().get(pk=state.pk)
+    threshold = Organization.get().idle_threshold_percent
+    if _is_current(state, threshold):
+        return
+    if state.stale_all or state.threshold != threshold:
+        segments_rebuild()
+        _days_write(start=None, end=None, threshold=float(threshold))
+    else:
+        _days_write(start=state.stale_from, end=state.stale_until, threshold=float(threshold))
+    state.stale_all = False
+    state.stale_from = state.stale_until = None
+    state.threshold = threshold
+    state.built_at = timezone.now()
+    state.save()
+
+
+def _windows() -> dict[int, list[tuple[datetime, datetime, int]]]:
+    """GPU id -> (start, end, project) of every registration that reaches it: the windows of
+    selectors._hours_filter (an hour counts from the window's starting hour until its end)."""
+    by_resource = _gpus_by_resource()
+    per_gpu: dict[int, list[tuple[datetime, datetime, int]]] = defaultdict(list)
+    from .selectors import resource_uses
+
+    for window in resource_uses(
+        experiments=Experiment.objects.all(), deployments=Deployment.objects.all()
+    ):
+        gpu_ids = set(by_resource.get(window.resource_id, ())) | set(
+            by_resource.get(_tail(window.resource_id), ())
+        )
+        if not gpu_ids:
+            continue
+        start = (
+            window.start.replace(minute=0, second=0, microsecond=0) if window.start else EARLIEST
+        )
+        end = window.end or LATEST
+        if end <= start:
+            continue
+        for gpu_id in gpu_ids:
+            per_gpu[gpu_id].append((start, end, window.project_id))
+    return per_gpu
+
+
+def segments_of(
+    windows: list[tuple[datetime, datetime, int]],
+) -> list[tuple[datetime, datetime, str]]:
+    """Cut one GPU's time at every window's start and end; each piece with the projects whose
+    windows cover it (adjacent pieces of the same projects joined)."""
+    cuts = sorted({moment for start, end, _ in windows for moment in (start, end)})
+    pieces: list[tuple[datetime, datetime, str]] = []
+    for start, end in zip(cuts, cuts[1:], strict=False):
+        key = projects_key([p for s, e, p in windows if s <= start and e >= end])
+        if not key:
+            continue
+        if pieces and pieces[-1][1] == start and pieces[-1][2] == key:
+            pieces[-1] = (pieces[-1][0], end, key)
+        else:
+            pieces.append((start, end, key))
+    return pieces
+
+
+def segments_rebuild() -> int:
+    GpuSegment.objects.all().delete()
+    rows = [
+        GpuSegment(gpu_id=gpu_id, start=start, end=end, projects=key)
+        for gpu_id, windows in _windows().items()
+        for start, end, key in segments_of(windows)
+    ]
+    GpuSegment.objects.bulk_create(rows, batch_size=BATCH)
+    return len(rows)
+
+
+def _days_write(*, start: date | None, end: date | None, threshold: float) -> int:
+    """Rewrite the GpuDay rows of the UTC days [start, end) (None: all) from the hourly rollup:
+    one INSERT ... SELECT joining each GPU-hour to the segment it lies in (a correlated
+    look-up per GPU-hour took 30 s for a year of 10,000 GPUs; the join, a few)."""
+    from .selectors import BAND_LOW_UNTIL, BAND_MODERATE_UNTIL
+
+    days = GpuDay.objects.all()
+    where, params = "", []
+    if start is not None:
+        days = days.filter(day__gte=start, day__lt=end)
+        adapt = connection.ops.adapt_datetimefield_value
+        where = "AND h.hour >= %s AND h.hour < %s"
+        params = [
+            adapt(datetime.combine(start, datetime.min.time(), tzinfo=UTC)),
+            adapt(datetime.combine(end, datetime.min.time(), tzinfo=UTC)),
+        ]
+    days.delete()
+    low_until = max(threshold, BAND_LOW_UNTIL)
+    busy_from = max(low_until, BAND_MODERATE_UNTIL)
+    # The bands of selectors._band_expression: under the threshold, under low_until, under
+    # 70%, and the rest (a counted hour always has a mean).
+    day = (
+        "(h.hour AT TIME ZONE 'UTC')::date" if connection.vendor == "postgresql" else "date(h.hour)"
+    )
+    sql = f"""
+        INSERT INTO {GpuDay._meta.db_table} (day, gpu_id, projects, gpu_hours, weighted_util,
+            idle_gpu_hours, band_idle, band_low, band_moderate, band_busy)
+        SELECT {day}, h.gpu_id, COALESCE(s.projects, ''), SUM(g.share),
+            COALESCE(SUM(h.util_mean * g.share), 0), COALESCE(SUM(h.idle_share * g.share), 0),
+            SUM(CASE WHEN h.util_mean < %s THEN g.share ELSE 0 END),
+            SUM(CASE WHEN h.util_mean >= %s AND h.util_mean < %s THEN g.share ELSE 0 END),
+            SUM(CASE WHEN h.util_mean >= %s AND h.util_mean < %s THEN g.share ELSE 0 END),
+            SUM(CASE WHEN h.util_mean < %s THEN 0 ELSE g.share END)
+        FROM {GpuHour._meta.db_table} h
+        JOIN {Gpu._meta.db_table} g ON g.id = h.gpu_id
+        LEFT JOIN {GpuSegment._meta.db_table} s ON s.gpu_id = h.gpu_id
+            AND h.hour >= s."start" AND h.hour < s."end"
+        WHERE h.util_samples > 0 {where}
+        GROUP BY {day}, h.gpu_id, COALESCE(s.projects, '')
+    """
+    bands = [threshold, threshold, low_until, low_until, BAND_MODERATE_UNTIL, busy_from]
+    sums = "gpu_hours, weighted_util, idle_gpu_hours, band_idle, band_low, band_moderate, band_busy"
+    models = GpuModelDay.objects.all()
+    model_where, model_params = "", []
+    if start is not None:
+        models = models.filter(day__gte=start, day__lt=end)
+        model_where = "WHERE d.day >= %s AND d.day < %s"
+        model_params = [start, end]
+    models.delete()
+    summed = ", ".join(f"SUM(d.{name})" for name in sums.split(", "))
+    by_model = f"""
+        INSERT INTO {GpuModelDay._meta.db_table} (day, model_name, projects, {sums})
+        SELECT d.day, g.model_name, d.projects, {summed}
+        FROM {GpuDay._meta.db_table} d JOIN {Gpu._meta.db_table} g ON g.id = d.gpu_id
+        {model_where}
+        GROUP BY d.day, g.model_name, d.projects
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*bands, *params])
+        written = cursor.rowcount
+        cursor.execute(by_model, model_params)
+    return written
+
+
+def day_after(moment: datetime) -> date:
+    return (moment.astimezone(UTC) + timedelta(days=1)).date()

@@ -1,0 +1,240 @@
+"""Benchmark: server time of the GPU pages against a trivial Django view, same run.
+
+Run against a database bench/attribution_org.py filled (10,701 GPUs, 1.09M GPU-hours at scale 1):
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/cs_bench_copy \\
+        python bench/gpu_pages.py --requests 40 --runs 3
+
+The fleet page (every range preset, staff and a team lead, full and the htmx partial a filter
+change fetches), a GPU's page and the hosts page, through Django's test client in this process
+(as bench/attribution_pages.py: Django's and the database's time, no network, no browser).
+
+- warm: `--requests` requests in a row after 3 warm-ups;
+- cold: the first request after new GPU-hours: before each of `--cold` requests the day of the
+  latest GPU-hour is marked out of date, as a GPU import marks it, so the request rebuilds that
+  day of the daily rollup itself (an import rebuilds it before it commits, so a real first
+  request finds it done: this is the worse case);
+- the rebuild of the whole daily rollup (what a change of a host mapping or a registration
+  costs, in a task after the commit, or on the first page if it comes first), timed once a run.
+
+Reported per page: median, p95 and worst in ms over the runs (the median and worst of the runs'
+medians and p95s), as a ratio to the trivial view's of the same run, and the queries of one
+request.
+"""
+
+import argparse
+import json
+import os
+import secrets
+import statistics
+import sys
+import time
+from math import ceil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costsite.settings")
+os.environ["DJANGO_DEBUG"] = "false"
+os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+os.environ.setdefault("DATABASE_CONN_MAX_AGE", "600")
+
+from bench.attribution_pages import HTMX, _urlpatterns  # noqa: E402
+
+urlpatterns = []  # set in main(), as bench/attribution_pages.py does
+
+
+def _time(client, url, headers, before=None) -> float:
+    if before is not None:
+        before()
+    started = time.perf_counter()
+    response = client.get(url, headers=headers or {})
+    elapsed = (time.perf_counter() - started) * 1000
+    assert response.status_code == 200, (url, response.status_code)
+    return elapsed
+
+
+def _p95(times: list[float]) -> float:
+    times = sorted(times)
+    return times[ceil(0.95 * len(times)) - 1]
+
+
+def measure(client, url, *, headers, requests: int, cold: int, mark) -> dict:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for _ in range(3):
+        _time(client, url, headers)
+    with CaptureQueriesContext(connection) as captured:
+        client.get(url, headers=headers or {})
+    queries = len(captured)
+    warm = [_time(client, url, headers) for _ in range(requests)]
+    colds = [_time(client, url, headers, before=mark) for _ in range(cold)] if cold else []
+    out = {
+        "url": url,
+        "queries": queries,
+        "warm_median_ms": statistics.median(warm),
+        "warm_p95_ms": _p95(warm),
+        "warm_worst_ms": max(warm),
+    }
+    if colds:
+        out |= {
+            "cold_median_ms": statistics.median(colds),
+            "cold_p95_ms": _p95(colds),
+            "cold_worst_ms": max(colds),
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=40)
+    parser.add_argument("--cold", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "gpu")
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.test import Client, override_settings
+    from django.urls import reverse
+
+    from apps.accounts.models import Membership
+    from apps.gpu import daily
+    from apps.gpu.models import Gpu, GpuDay, GpuHour
+    from apps.projects.models import Project
+
+    module = sys.modules[__name__]
+    module.urlpatterns = _urlpatterns()
+    storages = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    with override_settings(ROOT_URLCONF=__name__, STORAGES=storages):
+        started = time.perf_counter()
+        daily.days_mark()
+        daily.days_ensure()
+        first_build_s = time.perf_counter() - started
+        users = get_user_model().objects
+        staff = users.get(username="bench-staff")
+        project = Project.objects.get(slug="vision-0")
+        lead = Membership.objects.get(team_id=project.team_id, role="lead").user
+        latest = GpuHour.objects.order_by("-hour").values_list("hour", flat=True).first()
+        last_day = latest.date()
+
+        def mark():
+            daily.days_mark(start=last_day, end=daily.day_after(latest))
+
+        busiest = (
+            GpuDay.objects.filter(projects__contains=f",{project.pk},")
+            .values_list("gpu_id", flat=True)
+            .order_by("-day")
+            .first()
+        )
+        fleet = reverse("gpu_fleet")
+        pages = [("trivial view", reverse("bench_trivial"), False, "staff")]
+        for who in ("staff", "lead"):
+            for preset in ("7d", "30d", "90d", "12m", "all"):
+                pages.append((f"fleet {preset} ({who})", f"{fleet}?preset={preset}", True, who))
+            pages.append(
+                (f"fleet 30d by GPU use, page 3 ({who})", f"{fleet}?sort=util&page=3", True, who)
+            )
+            pages.append(
+                (f"a GPU's page ({who})", reverse("gpu_detail", args=[busiest]), True, who)
+            )
+            pages.append((f"hosts page ({who})", reverse("gpu_host_mapping_list"), False, who))
+        pages = [page for page in pages if page is pages[0] or args.only in page[0]]
+        clients = {"staff": Client(), "lead": Client()}
+        clients["staff"].force_login(staff)
+        clients["lead"].force_login(lead)
+        runs, rebuilds = [], []
+        for run in range(args.runs):
+            results = []
+            for name, url, has_partial, who in pages:
+                variants = [("full", None)] + ([("htmx partial", HTMX)] if has_partial else [])
+                for variant, headers in variants:
+                    cold = args.cold if name != "trivial view" else 0
+                    result = measure(
+                        clients[who],
+                        url,
+                        headers=headers,
+                        requests=args.requests,
+                        cold=cold,
+                        mark=mark,
+                    )
+                    result.update(page=name, variant=variant)
+                    results.append(result)
+                    print(
+                        f"run {run + 1} {name:38} {variant:13} warm p95 "
+                        f"{result['warm_p95_ms']:8.1f} ms  cold p95 "
+                        f"{result.get('cold_p95_ms', 0):8.1f} ms  {result['queries']:3} queries",
+                        flush=True,
+                    )
+            started = time.perf_counter()
+            daily.days_mark()
+            daily.days_ensure()
+            rebuilds.append(time.perf_counter() - started)
+            runs.append(results)
+    # Per page and variant: the median and the worst over the runs, and ratios to the same run's
+    # trivial view.
+    rows = []
+    for index, first in enumerate(runs[0]):
+        entry = {"page": first["page"], "variant": first["variant"], "queries": first["queries"]}
+        for kind in ("warm", "cold"):
+            if f"{kind}_p95_ms" not in first:
+                continue
+            p95s = [run[index][f"{kind}_p95_ms"] for run in runs]
+            medians = [run[index][f"{kind}_median_ms"] for run in runs]
+            worsts = [run[index][f"{kind}_worst_ms"] for run in runs]
+            ratios = [run[index][f"{kind}_p95_ms"] / run[0]["warm_p95_ms"] for run in runs]
+            entry |= {
+                f"{kind}_median_ms": round(statistics.median(medians), 1),
+                f"{kind}_p95_ms": round(statistics.median(p95s), 1),
+                f"{kind}_p95_worst_ms": round(max(p95s), 1),
+                f"{kind}_worst_ms": round(max(worsts), 1),
+                f"{kind}_p95_ratio": round(statistics.median(ratios), 1),
+                f"{kind}_p95_ratio_worst": round(max(ratios), 1),
+            }
+        rows.append(entry)
+    summary = {
+        "gpus": Gpu.objects.count(),
+        "gpu_hours": GpuHour.objects.count(),
+        "gpu_days": GpuDay.objects.count(),
+        "runs": args.runs,
+        "requests": args.requests,
+        "cold_requests": args.cold,
+        "first_build_s": round(first_build_s, 2),
+        "full_rebuild_s": [round(value, 2) for value in rebuilds],
+        "rows": rows,
+        "raw": runs,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gpu-pages.json").write_text(json.dumps(summary, indent=2, default=str))
+    print(
+        f"\n{summary['gpus']} GPUs, {summary['gpu_hours']} GPU-hours, {summary['gpu_days']} "
+        f"GpuDay rows; full rebuild {summary['full_rebuild_s']} s"
+    )
+    print(
+        "\n| page | variant | queries | warm median / p95 (worst p95) ms | warm p95 × trivial "
+        "(worst) | cold median / p95 (worst p95) ms | cold p95 × trivial (worst) |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        cold = (
+            f"{r['cold_median_ms']} / {r['cold_p95_ms']} ({r['cold_p95_worst_ms']}) | "
+            f"{r['cold_p95_ratio']} ({r['cold_p95_ratio_worst']})"
+            if "cold_p95_ms" in r
+            else "– | –"
+        )
+        print(
+            f"| {r['page']} | {r['variant']} | {r['queries']} | {r['warm_median_ms']} / "
+            f"{r['warm_p95_ms']} ({r['warm_p95_worst_ms']}) | {r['warm_p95_ratio']} "
+            f"({r['warm_p95_ratio_worst']}) | {cold} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

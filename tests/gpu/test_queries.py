@@ -1,0 +1,194 @@
+"""The GPU pages cost the same number of SQL queries for the fleet fixture's five GPUs and for a
+fleet grown by 240 GPUs on 12 more projects; and the fleet page's daily rollup (GpuDay) is
+rebuilt by every kind of change that moves its figures, so a page never shows it stale."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from apps.accounts.models import Organization
+from apps.experiments.models import Experiment, ExperimentResource
+from apps.gpu import daily, selectors, services
+from apps.gpu.models import Gpu, GpuDay, GpuHour, HostMapping
+from apps.projects.services import resource_uses_replace
+from tests.factories import ExperimentFactory, ProjectFactory
+
+from .conftest import smi
+from .helpers import at
+
+NOW = "2026-07-15 02:00:00+00:00"
+HTMX = {"HX-Request": "true", "HX-Target": "spend"}
+
+
+@pytest.fixture(autouse=True)
+def _frozen():
+    with time_machine.travel(NOW, tick=False):
+        yield
+
+
+def grow(team) -> None:
+    """Twelve projects of the team, each with two runs on ten GPUs of their own for the ten days
+    before the fixture's readings; GPU-hours written straight to the hourly rollup."""
+    hours = []
+    for p in range(12):
+        project = ProjectFactory(team=team, name=f"Bulk {p}", slug=f"bulk-{p}")
+        for r in range(2):
+            run = Experiment.objects.create(
+                project=project,
+                name=f"bulk-{p}-{r}",
+                started_at=at("2026-07-04 00:00"),
+                ended_at=at("2026-07-14 00:00"),
+            )
+            host = f"bulk-{p}-{r}"
+            ExperimentResource.objects.create(experiment=run, resource_id=host)
+            for g in range(10):
+                gpu = Gpu.objects.create(uuid=f"GPU-{host}-{g}", host=host, index=g)
+                hours += [
+                    GpuHour(
+                        gpu=gpu,
+                        hour=at("2026-07-04 00:00") + timedelta(hours=h),
+                        samples=60,
+                        util_samples=60,
+                        util_mean=(g * 10 + h) % 100,
+                        idle_share=0.0,
+                    )
+                    for h in range(0, 240, 3)
+                ]
+    GpuHour.objects.bulk_create(hours)
+    daily.days_mark()
+
+
+def urls(gpu_fleet) -> list[tuple[str, dict, dict]]:
+    gpu = Gpu.objects.get(uuid="GPU-e1")
+    fleet = reverse("gpu_fleet")
+    return [
+        (fleet, {}, {}),
+        (fleet, {}, HTMX),
+        (fleet, {"preset": "7d"}, HTMX),
+        (fleet, {"preset": "all", "sort": "util"}, {}),
+        (fleet, {"preset": "12m", "sort": "-idle", "page": "2"}, {}),
+        (fleet, {"team": "vision"}, HTMX),
+        (fleet, {"project": "image-ranking", "sort": "model"}, {}),
+        (reverse("gpu_detail", args=[gpu.pk]), {}, {}),
+        (reverse("gpu_detail", args=[gpu.pk]), {"preset": "30d"}, HTMX),
+        (reverse("gpu_host_mapping_list"), {}, {}),
+    ]
+
+
+def count_queries(client, url: str, params: dict, headers: dict) -> int:
+    client.get(url, params, headers=headers)  # a rebuild after a change is not what is counted
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(url, params, headers=headers)
+    assert response.status_code == 200, (url, params)
+    return len(captured)
+
+
+@pytest.mark.parametrize("who", ["staff_client", "lead_client"])
+def test_the_gpu_pages_cost_the_same_queries_for_five_gpus_or_245(request, gpu_fleet, team, who):
+    client = request.getfixturevalue(who)
+    pages = urls(gpu_fleet)
+    small = [count_queries(client, *page) for page in pages]
+
+    grow(team)
+    big = [count_queries(client, *page) for page in pages]
+
+    assert GpuDay.objects.count() > 240 * 10
+    assert big == small
+    assert max(small) <= 40
+
+
+def test_a_page_of_the_gpu_table_is_fifty_gpus_sorted_in_the_database(gpu_fleet, staff, team):
+    grow(team)
+    start, end = at("2026-07-04 00:00"), at("2026-07-15 00:00")
+
+    first = selectors.fleet_gpus(user=staff, start=start, end=end, sort="gpu", page=1)
+    last = selectors.fleet_gpus(user=staff, start=start, end=end, sort="gpu", page=5)
+
+    assert (first.count, first.pages, len(first.rows), len(last.rows)) == (245, 5, 50, 45)
+    assert [str(row.gpu) for row in first.rows[:3]] == ["bulk-0-0 #0", "bulk-0-0 #1", "bulk-0-0 #2"]
+    hosts = [row.gpu.host for row in last.rows[-5:]]
+    assert hosts == ["gpu-node-9", "i-0aaa", "i-0aaa", "ip-10-0-0-7", "mystery-box"]
+    by_hours = selectors.fleet_gpus(user=staff, start=start, end=end, sort="-hours")
+    assert [row.usage.gpu_hours for row in by_hours.rows[:2]] == [80.0, 80.0]
+    assert by_hours.rows[-1].usage.gpu_hours == 80.0
+    fewest = selectors.fleet_gpus(user=staff, start=start, end=end, sort="hours")
+    assert [row.usage.gpu_hours for row in fewest.rows[:5]] == [3.0] * 5
+    summary = selectors.fleet(user=staff, start=start, end=end)
+    assert summary.total.gpu_hours == 15.0 + 240 * 80
+    assert sum(group.usage.gpu_hours for group in summary.projects) == 7.0 + 3.0 + 240 * 80
+
+
+# The rollup refreshes on every kind of change that moves the fleet's figures ------------------
+
+
+def _fleet(staff):
+    return selectors.fleet(user=staff, start=at("2026-07-14 00:00"), end=at("2026-07-15 00:00"))
+
+
+def _projects(summary) -> dict[str, float]:
+    return {group.label: group.usage.gpu_hours for group in summary.projects}
+
+
+def test_a_gpu_import_moves_the_fleet_figures_at_once(gpu_fleet, staff, load):
+    assert _fleet(staff).total.gpu_hours == 15.0
+
+    load(smi([("mystery-box", "GPU-x1", "13:00", 50)]), "nvidia-smi", name="later.csv")
+
+    summary = _fleet(staff)
+    assert summary.total.gpu_hours == 16.0
+    assert summary.unattributed.gpu_hours == 6.0
+
+
+def test_a_registration_through_the_service_moves_the_fleet_figures(gpu_fleet, staff, project):
+    assert _projects(_fleet(staff)) == {"Image ranking": 7.0, "Translation": 3.0}
+    run = ExperimentFactory(
+        project=project, started_at=at("2026-07-14 00:00"), ended_at=at("2026-07-15 00:00")
+    )
+
+    resource_uses_replace(uses=run.resources, resource_ids=["mystery-box"])
+
+    summary = _fleet(staff)
+    assert _projects(summary) == {"Image ranking": 10.0, "Translation": 3.0}
+    assert summary.unattributed.gpu_hours == 15.0 - 10.0 - 3.0
+
+
+def test_a_host_mapping_moves_the_fleet_figures(gpu_fleet, staff):
+    assert _fleet(staff).unattributed.gpu_hours == 5.0
+
+    services.host_mapping_set(host="mystery-box", resource_id="i-0bbb")
+    assert _projects(_fleet(staff)) == {"Image ranking": 7.0, "Translation": 6.0}
+
+    services.host_mapping_delete(mapping=HostMapping.objects.get(host="mystery-box"))
+    assert _projects(_fleet(staff)) == {"Image ranking": 7.0, "Translation": 3.0}
+
+
+def test_a_new_idle_threshold_moves_the_bands(gpu_fleet, staff):
+    assert _fleet(staff).total.bands == {"low": 5.0, "moderate": 5.0, "busy": 5.0}
+    org = Organization.get()
+    org.idle_threshold_percent = Decimal("50")
+    org.save()
+
+    # Under 50%: the 10% and 40% hours; 50-70% is moderate: none; 70% busy.
+    assert _fleet(staff).total.bands == {"idle": 10.0, "busy": 5.0}
+
+
+def test_a_gpu_hour_two_projects_registered_counts_for_each_and_once_in_the_total(
+    gpu_fleet, staff, project, lead
+):
+    # The other team's run registers the instance the Vision run trains on, for the whole day.
+    other = gpu_fleet["other_project"]
+    run = ExperimentFactory(
+        project=other, started_at=at("2026-07-14 00:00"), ended_at=at("2026-07-15 00:00")
+    )
+    resource_uses_replace(uses=run.resources, resource_ids=["i-0aaa"])
+
+    summary = _fleet(staff)
+    # GPU-e1 and GPU-e2: 10:00 and 11:00 for Vision's run, 10:00-12:00 for the other's.
+    assert _projects(summary) == {"Image ranking": 7.0, "Translation": 3.0 + 6.0}
+    assert summary.total.gpu_hours == 15.0
+    assert summary.unattributed.gpu_hours == 3.0

@@ -5,6 +5,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
+from fnmatch import fnmatchcase
 
 from django.db import transaction
 from django.urls import reverse
@@ -20,7 +21,7 @@ from apps.experiments.services import (
     experiment_update,
 )
 from apps.gpu.models import HostMapping
-from apps.projects.models import Project, TagKeyAlias
+from apps.projects.models import AllocationRule, Project, TagKeyAlias
 from costsite.polling import polled_source_failed, polled_source_succeeded, polled_sources_claim_due
 
 from .mlflow import MlflowClient, TrackerError, run_id_filters
@@ -77,6 +78,13 @@ class _Context:
             host.casefold(): resource_id
             for host, resource_id in HostMapping.objects.values_list("host", "resource_id")
         }
+        # The organisation's rules on resource ids, as they claim the bill's lines: the lowest
+        # priority number first, shell-style patterns matched without case.
+        rules = AllocationRule.objects.filter(field=AllocationRule.Field.RESOURCE)
+        self.rules = [
+            (rule.pattern.casefold(), rule.project)
+            for rule in rules.select_related("project").order_by("priority", "pk")
+        ]
 
     def project(self, record: RunRecord) -> Project | None:
         for key, value in record.lookup.items():
@@ -88,6 +96,10 @@ class _Context:
             found = self.projects.get(record.tracker_experiment.strip().casefold())
             if found:
                 return found
+        resources = [resource.casefold() for resource in self.resource_ids(record)]
+        for pattern, project in self.rules:
+            if any(fnmatchcase(resource, pattern) for resource in resources):
+                return project
         return self.mapping.default_project
 
     def resource_ids(self, record: RunRecord) -> list[str]:

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from apps.accounts.models import Organization, Team
 from apps.experiments.models import Experiment, MetricPoint
 from apps.gpu.models import HostMapping
-from apps.projects.models import Project, TagKeyAlias
+from apps.projects.models import AllocationRule, Project, TagKeyAlias
 from apps.trackers.models import TrackedRun
 from apps.trackers.services import RunMapping, wandb_runs_import
 from apps.trackers.wandb import WandbFileError
@@ -153,6 +153,34 @@ def test_the_w_and_b_project_name_places_a_run_without_a_project_key(language):
     wandb_runs_import(name="runs.json", data=data, mapping=MAPPING)
 
     assert Experiment.objects.get(project=language).status == Experiment.Status.STOPPED
+
+
+def test_a_rule_on_its_resource_places_a_run_without_a_project_key(language):
+    vision = Project.objects.create(team=language.team, name="Vision", slug="vision")
+    AllocationRule.objects.create(
+        name="vision boxes", field="resource_id", pattern="I-0NLP*", priority=20, project=vision
+    )
+    AllocationRule.objects.create(
+        name="nlp boxes", field="resource_id", pattern="i-0nlp?", priority=10, project=language
+    )
+    AllocationRule.objects.create(
+        name="by service", field="service_name", pattern="*", priority=1, project=vision
+    )
+    rows = (
+        "Name,ID,State,Created,Runtime,instance_id\n"
+        "tagless,t1,finished,2025-01-02T10:00:00Z,60,i-0nlp1\n"
+        "other-box,t2,finished,2025-01-02T10:00:00Z,60,i-0nlp22\n"
+        "no-box,t3,finished,2025-01-02T10:00:00Z,60,\n"
+    )
+
+    tally = wandb_runs_import(name="runs.csv", data=rows.encode(), mapping=MAPPING)
+
+    # The lowest priority number wins; a rule on another field says nothing about a run.
+    assert (tally.created, tally.unassigned) == (2, 1)
+    assert dict(Experiment.objects.values_list("name", "project__slug")) == {
+        "tagless": "language",
+        "other-box": "vision",
+    }
 
 
 def test_a_run_no_project_takes_is_skipped_and_counted(language):

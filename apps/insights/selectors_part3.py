@@ -50,13 +50,18 @@ class FailedShare:
         return (self.failed / self.training * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
 
 
-def project_failed_share(*, project, start: date, end: date) -> list[FailedShare]:
-    """A project's failed runs' spend in `[start, end)` against its training and fine-tuning
-    spend in the same days, per currency, both from the daily rollup in one grouped query (the
-    failed runs' spend there is their failed_run findings' money, counted by day)."""
+def project_failed_share(*, project, start: date | None, end: date | None) -> list[FailedShare]:
+    """A project's failed runs' spend in `[start, end)` (open at an end that is None: all
+    time) against its training and fine-tuning spend in the same days, per currency, both from
+    the daily rollup in one grouped query (the failed runs' spend there is their failed_run
+    findings' money, counted by day)."""
+    days = DailyCost.objects.filter(project=project)
+    if start is not None:
+        days = days.filter(day__gte=start)
+    if end is not None:
+        days = days.filter(day__lt=end)
     rows = (
-        DailyCost.objects.filter(project=project, day__gte=start, day__lt=end)
-        .values("billing_currency")
+        days.values("billing_currency")
         .annotate(
             failed=Sum("effective_cost", filter=Q(experiment__status=Experiment.Status.FAILED)),
             training=Sum("effective_cost", filter=Q(workload__in=TRAINING_WORKLOADS)),

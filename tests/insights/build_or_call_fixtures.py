@@ -30,6 +30,7 @@ def build_day(project, *, requests_per_hour: int = 1000, pick_api: bool = True):
         billing_period_end=datetime(2025, 4, 1, tzinfo=UTC),
         fingerprint="b" * 64,
         max_charge_period_end=datetime(2025, 3, 2, tzinfo=UTC),
+        max_usage_period_end=datetime(2025, 3, 2, tzinfo=UTC),
     )
     deployment = DeploymentFactory(
         model=ModelFactory(project=project, name="support-chat", external_id="support-chat"),

@@ -36,25 +36,25 @@ def idle_dollars(body: str) -> str:
 
 def test_the_fleet_page_shows_the_idle_gpu_findings_dollars_beside_idle_gpu_hours(found, staff):
     # i-a 5.00 + i-b 3.25 + i-u 10.00 (conftest.py's hand-computed idle dollars).
-    assert "<strong>$18.25</strong>" in idle_dollars(get(staff, "/gpus/?days=7"))
+    assert "<strong>$18.25</strong>" in idle_dollars(get(staff, "/gpus/?preset=7d"))
 
 
 def test_a_member_sees_the_idle_dollars_of_the_teams_projects_only(found, member):
     # i-u has no project: its finding is for staff and leads.
-    assert "<strong>$8.25</strong>" in idle_dollars(get(member, "/gpus/?days=7"))
+    assert "<strong>$8.25</strong>" in idle_dollars(get(member, "/gpus/?preset=7d"))
 
 
 def test_idle_dollars_outside_the_period_are_not_counted(found, staff):
     with time_machine.travel(datetime(2025, 3, 20, 9, tzinfo=UTC), tick=False):
         client = Client()
         client.force_login(staff)
-        body = client.get("/gpus/?days=7").content.decode()
+        body = client.get("/gpus/?preset=7d").content.decode()
     assert "<strong>$0.00</strong>" in idle_dollars(body)
 
 
 def test_a_gpus_page_lists_the_findings_on_its_resource(found, staff):
     finding = Finding.objects.get(kind=Kind.IDLE_GPU, resource_id="i-a")
-    body = get(staff, f"/gpus/{found['gpus']['g1'].pk}/?days=7")
+    body = get(staff, f"/gpus/{found['gpus']['g1'].pk}/?preset=7d")
     section = body[body.index('id="findings-section"') :]
     assert '<strong id="findings-wasted">$5.00</strong>' in section
     assert f'href="/waste/{finding.pk}/"' in section
@@ -63,7 +63,7 @@ def test_a_gpus_page_lists_the_findings_on_its_resource(found, staff):
 
 def test_a_resolved_finding_leaves_the_gpus_open_list_but_its_money_stays_wasted(found, staff):
     Finding.objects.filter(resource_id="i-a").update(status=Status.RESOLVED)
-    body = get(staff, f"/gpus/{found['gpus']['g1'].pk}/?days=7")
+    body = get(staff, f"/gpus/{found['gpus']['g1'].pk}/?preset=7d")
     section = body[body.index('id="findings-section"') :]
     assert '<strong id="findings-wasted">$5.00</strong>' in section
     assert "· 0 open findings</span>" in section

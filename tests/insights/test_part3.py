@@ -69,6 +69,7 @@ def delivery(db) -> Delivery:
         billing_period_end=at("2025-04-01 00:00"),
         fingerprint="e" * 64,
         max_charge_period_end=at("2025-03-11 00:00"),
+        max_usage_period_end=at("2025-03-11 00:00"),
     )
 
 

@@ -94,9 +94,10 @@ def test_small_demo_has_exactly_the_runs_models_and_deployments_of_its_catalogue
     assert result["models"] == 4
     assert result["deployments"] == {"realtime": 2, "batch": 1}
     # Every run but the planned one has machines, one spot run two (it was interrupted), and the
-    # evaluation runs queue on one shared box.
-    assert result["experiment_resources"] == 15 + 3
-    assert ExperimentResource.objects.values("resource_id").distinct().count() == 13 + 3
+    # evaluation runs queue on one shared box; the W&B runs and those of apps/demo/findings.py
+    # have one each.
+    assert result["experiment_resources"] == 15 + 3 + 3
+    assert ExperimentResource.objects.values("resource_id").distinct().count() == 13 + 3 + 3
     assert result["deployment_resources"] == 2 + 1 + 2  # one instance per replica
 
 
@@ -420,10 +421,15 @@ def test_every_deployment_serves_hourly_traffic_and_every_training_run_has_a_los
         assert hours.filter(requests__gt=0).exists()
     training = Experiment.objects.filter(kind__in=["training", "fine_tuning"])
     assert training.exists()
+    # Runs that came with their own loss keep it: the W&B runs' history and the stalled run's.
+    from apps.trackers.models import TrackedRun
+
+    own = set(TrackedRun.objects.values_list("experiment_id", flat=True))
+    own.add(Experiment.objects.get(external_id="pretrain-plateau-1").pk)
     shapes = []
     for run in training:
         loss = list(MetricPoint.objects.filter(experiment=run, name="loss").order_by("step"))
-        assert len(loss) == 60, run
+        assert len(loss) >= 10 if run.pk in own else len(loss) == 60, run
         shapes.append(loss[-1].value < loss[0].value * 0.5)
     # Some converge, some stay flat.
     assert True in shapes and False in shapes

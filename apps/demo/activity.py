@@ -95,10 +95,11 @@ def demo_activity_load(*, directory: Path, small: bool, log: Callable[[str], Non
             deployment=deployment, hours=_traffic(deployment, rng, now=now)
         )
         hours += written.created + written.updated
+    # Runs that came with their own loss (a tracker's history, the demo's stalled run) keep it.
     runs = list(
-        Experiment.objects.filter(
-            kind__in=[Experiment.Kind.TRAINING, Experiment.Kind.FINE_TUNING]
-        ).order_by("pk")
+        Experiment.objects.filter(kind__in=[Experiment.Kind.TRAINING, Experiment.Kind.FINE_TUNING])
+        .exclude(metric_points__name="loss")
+        .order_by("pk")
     )
     for run in runs:
         experiment_metrics_record(experiment=run, points=_loss(run, rng))

@@ -7,9 +7,9 @@
 - `seg-batch-nightly` (segmentation under data residency): a nightly batch; self-hosting is
   required whatever the cost (`self_host_required`).
 
-Traffic goes through the deployments' traffic service, as a serving stack's reports do, and only
-for a deployment that reported none in the last 35 days: where traffic is there already (another
-step may write it for every deployment), it is kept, and the API model is picked among a few
+Traffic of the last 35 days goes through the deployments' traffic service, as a serving stack's
+reports do, every hour of it (an hour without traffic reported as zero requests), so it replaces
+the generic traffic another step wrote for these three; the API model is picked among a few
 comparable ones so that the verdict is the one meant (the first that gives it; else the first).
 The price catalogue is loaded from the project's price files if it is empty.
 """
@@ -111,8 +111,6 @@ PICKS = (
 
 def _traffic_write(deployment: Deployment, pick: Pick, *, now: datetime) -> int:
     since = now - timedelta(days=TRAFFIC_DAYS)
-    if deployment.traffic.filter(hour__gte=since).exists():
-        return 0
     rng = random.Random(f"{SEED}-{deployment.name}")
     first = max(since, deployment.started_at or since).replace(minute=0, second=0, microsecond=0)
     last = now.replace(minute=0, second=0, microsecond=0)
@@ -120,8 +118,8 @@ def _traffic_write(deployment: Deployment, pick: Pick, *, now: datetime) -> int:
     hour = first
     while hour < last:
         figures = pick.traffic(hour.astimezone(UTC), rng)
-        if figures is not None:
-            hours.append(figures)
+        # An hour without traffic is reported as such: it replaces whatever another step wrote.
+        hours.append(figures or TrafficFigures(hour=hour.astimezone(UTC), requests=0))
         hour += timedelta(hours=1)
     deployment_traffic_record(deployment=deployment, hours=hours)
     return len(hours)

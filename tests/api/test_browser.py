@@ -63,7 +63,7 @@ def _shot(page, name: str) -> None:
 def test_the_api_docs_render_every_operation_offline_under_the_csp(page, live_server, project):
     page.goto(live_server.url + "/api/v1/docs")
     page.wait_for_selector(".opblock")
-    assert page.locator(".opblock").count() == 22
+    assert page.locator(".opblock").count() == 23
     assert page.is_visible("button.authorize")
     _shot(page, "api-docs-1280.png")
     assert page.problems == []

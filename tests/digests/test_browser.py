@@ -54,6 +54,9 @@ def test_a_lead_changes_the_digest_and_previews_it(
     # The preview is the mail's HTML as it is, with no favicon link: the browser's own request
     # for /favicon.ico (when it makes one) is the only thing allowed to go missing.
     assert set(missing) <= {live_server.url + "/favicon.ico"}
-    assert page.problems == [
-        "Failed to load resource: the server responded with a status of 404 (Not Found)"
-    ] * len(missing)
+    # Chromium logs its favicon request's 404 in the console, and does not always report it as a
+    # response event: at most that one message, and nothing else.
+    assert page.problems in (
+        [],
+        ["Failed to load resource: the server responded with a status of 404 (Not Found)"],
+    )

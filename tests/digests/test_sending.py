@@ -245,3 +245,88 @@ def test_the_command_prints_one_json_object_per_delivery(world, subscribed_lead)
     assert [line["status"] for line in lines] == ["sent", "skipped_already_sent"]
     assert lines[0]["wasted"] == {"USD": "18.25"}
     assert len(mail.outbox) == 1
+
+
+def test_a_batch_claim_takes_new_and_certainly_unsent_deliveries_and_no_other(db, team):
+    from django.utils import timezone
+
+    from apps.digests.services import deliveries_claim
+    from tests.factories import UserFactory
+
+    start, end = date(2025, 3, 10), date(2025, 3, 17)
+    held = {
+        "sent": {"status": "sent"},
+        "retryable": {"status": "failed", "error": "Could not connect"},
+        "refused": {"status": "failed", "permanent": True},
+        "unknown": {"status": "unknown"},
+        "sending": {"status": "sending"},
+    }
+    users = {name: UserFactory(username=name) for name in [*held, "new"]}
+    for name, fields in held.items():
+        Delivery.objects.create(
+            user=users[name],
+            email=f"old-{name}@example.com",
+            frequency="weekly",
+            period_start=start,
+            period_end=end,
+            claimed_at=timezone.now(),
+            **fields,
+        )
+    subscriptions = [Subscription.objects.create(user=user) for user in users.values()]
+
+    claimed = deliveries_claim(subscriptions=subscriptions, period_start=start, period_end=end)
+
+    assert sorted(claimed) == sorted([users["new"].pk, users["retryable"].pk])
+    rows = {
+        d.user.username: (d.status, d.attempts, d.email, d.error) for d in Delivery.objects.all()
+    }
+    assert rows == {
+        "sent": ("sent", 1, "old-sent@example.com", ""),
+        "retryable": ("sending", 2, "retryable@example.com", ""),
+        "refused": ("failed", 1, "old-refused@example.com", ""),
+        "unknown": ("unknown", 1, "old-unknown@example.com", ""),
+        "sending": ("sending", 1, "old-sending@example.com", ""),
+        "new": ("sending", 1, "new@example.com", ""),
+    }
+    assert claimed[users["new"].pk].pk == Delivery.objects.get(user=users["new"]).pk
+
+
+def test_deliveries_are_claimed_and_marked_in_one_statement_per_batch(
+    world, subscribed_lead, member
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    Subscription.objects.create(user=member)
+
+    with CaptureQueriesContext(connection) as queries:
+        results = weekly()
+
+    table = Delivery._meta.db_table
+    statements = [query["sql"] for query in queries]
+    assert [r.status for r in results] == ["sent", "sent"]
+    assert sum(sql.startswith(f"INSERT INTO {table} ") for sql in statements) == 1
+    assert sum(sql.startswith(f"UPDATE {table} ") for sql in statements) == 1
+    assert sorted(Delivery.objects.values_list("status", flat=True)) == ["sent", "sent"]
+    assert len(mail.outbox) == 2
+
+
+def test_a_run_that_dies_before_marking_leaves_the_sent_delivery_sending_and_sends_it_never_again(
+    world, subscribed_lead, monkeypatch
+):
+    from apps.digests import services
+
+    def crash(deliveries):
+        raise RuntimeError("the worker died")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(services, "deliveries_mark", crash)
+        with pytest.raises(RuntimeError, match="the worker died"):
+            weekly()
+    assert (len(mail.outbox), Delivery.objects.get().status) == (1, "sending")
+
+    (again,) = weekly()
+
+    assert again.status == "skipped_already_sent"
+    assert len(mail.outbox) == 1
+    assert Delivery.objects.get().status == "sending"

@@ -108,9 +108,11 @@ def render_all(now: datetime) -> tuple[float, int, int]:
     built: dict = {}
     rendered: dict = {}
     size = 0
-    for subscription in selectors.subscriptions_due(frequency="weekly"):
+    due = list(selectors.subscriptions_due(frequency="weekly"))
+    readers = selectors.readers_of(due)
+    for subscription in due:
         key = selectors.digest_view_key(
-            subscription=subscription, period_start=start, period_end=end
+            subscription=subscription, period_start=start, period_end=end, readers=readers
         )
         digest = built.get(key)
         if digest is None:

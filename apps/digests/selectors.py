@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from django.db.models import F, QuerySet
 
-from apps.accounts.models import Organization
+from apps.accounts.models import Membership, Organization
 from apps.accounts.templatetags.costsite import money
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
@@ -365,21 +365,85 @@ def digest_build(
     )
 
 
-def digest_view_key(*, subscription: Subscription, period_start: date, period_end: date) -> tuple:
+@dataclass(frozen=True)
+class Readers:
+    """Who sees which projects, read once (two queries) for a run over many subscriptions: the
+    digest key of each subscription cost two queries of its own (its visible projects, whether it
+    leads a team), as much as a tenth of a run on the benchmark. The same rules as
+    `projects_visible_to` and `sees_unattributed`: staff see every project and unattributed
+    spend, others their teams' projects, and leads of any team unattributed spend."""
+
+    projects: tuple[int, ...]  # every project
+    team_projects: dict[int, tuple[int, ...]]
+    teams: dict[int, set[int]]  # user id -> the teams they belong to
+    leads: set[int]  # user ids
+
+    def visible(self, user) -> tuple[int, ...]:
+        if user.is_staff:
+            return self.projects
+        return tuple(
+            sorted(
+                pk
+                for team in self.teams.get(user.pk, ())
+                for pk in self.team_projects.get(team, ())
+            )
+        )
+
+    def sees_unattributed(self, user) -> bool:
+        return user.is_staff or user.pk in self.leads
+
+
+def readers_of(subscriptions: list[Subscription]) -> Readers:
+    team_projects: dict[int, list[int]] = {}
+    projects = []
+    for pk, team in Project.objects.values_list("pk", "team_id").order_by("pk"):
+        projects.append(pk)
+        team_projects.setdefault(team, []).append(pk)
+    teams: dict[int, set[int]] = {}
+    leads: set[int] = set()
+    for user, team, role in Membership.objects.filter(
+        user__in=[subscription.user_id for subscription in subscriptions]
+    ).values_list("user_id", "team_id", "role"):
+        teams.setdefault(user, set()).add(team)
+        if role == Membership.Role.LEAD:
+            leads.add(user)
+    return Readers(
+        projects=tuple(projects),
+        team_projects={team: tuple(pks) for team, pks in team_projects.items()},
+        teams=teams,
+        leads=leads,
+    )
+
+
+def digest_view_key(
+    *,
+    subscription: Subscription,
+    period_start: date,
+    period_end: date,
+    readers: Readers | None = None,
+) -> tuple:
     """What a digest's content depends on besides the recipient's name: two subscriptions with
     the same key get the same digest (a lead and a fellow lead of the same team), so sending
-    builds it once."""
+    builds it once. `readers` (for many subscriptions) saves its two queries."""
     user = subscription.user
+    chosen = _chosen(subscription)
+    if readers is None:
+        projects = tuple(
+            sorted(subscription_projects(subscription=subscription).values_list("pk", flat=True))
+        )
+        unattributed = sees_unattributed(user=user)
+    else:
+        visible = readers.visible(user)
+        projects = tuple(pk for pk in visible if pk in set(chosen)) if chosen else visible
+        unattributed = readers.sees_unattributed(user)
     return (
         subscription.frequency,
         period_start,
         period_end,
         user.is_staff,
-        sees_unattributed(user=user),
-        tuple(
-            sorted(subscription_projects(subscription=subscription).values_list("pk", flat=True))
-        ),
-        bool(_chosen(subscription)),
+        unattributed,
+        projects,
+        bool(chosen),
         subscription.minimum_amount,
     )
 

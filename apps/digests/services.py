@@ -337,12 +337,16 @@ def _delivery_prepare(
     period_start: date,
     period_end: date,
     built: dict,
+    readers: selectors.Readers | None = None,
 ) -> _Prepared:
     """Build the message of a claimed delivery; an outcome already set when there is nothing to
     send."""
     try:
         key = selectors.digest_view_key(
-            subscription=subscription, period_start=period_start, period_end=period_end
+            subscription=subscription,
+            period_start=period_start,
+            period_end=period_end,
+            readers=readers,
         )
         digest = built.get(key)
         if digest is None:
@@ -471,6 +475,7 @@ def digests_send(
             for due in [frequency] if frequency else frequencies_due(now=now):
                 start, end = selectors.period_of(frequency=due, day=today)
                 due_now = list(selectors.subscriptions_due(frequency=due))
+                readers = selectors.readers_of(due_now)
                 for first in range(0, len(due_now), CLAIM_BATCH):
                     batch = due_now[first : first + CLAIM_BATCH]
                     claimed = deliveries_claim(
@@ -492,6 +497,7 @@ def digests_send(
                             period_start=start,
                             period_end=end,
                             built=built,
+                            readers=readers,
                         )
                         if prepared.outcome is not None:
                             finish(len(results) - 1, prepared, prepared.outcome)

@@ -330,3 +330,34 @@ def test_a_run_that_dies_before_marking_leaves_the_sent_delivery_sending_and_sen
     assert again.status == "skipped_already_sent"
     assert len(mail.outbox) == 1
     assert Delivery.objects.get().status == "sending"
+
+
+def test_the_readers_read_once_give_each_subscription_the_digest_key_of_its_own_queries(
+    db, lead, member, outsider, project, django_assert_num_queries
+):
+    from apps.digests import selectors
+    from tests.factories import ProjectFactory, StaffFactory
+
+    ProjectFactory(team=project.team, name="Search", slug="search")
+    subscriptions = [
+        Subscription.objects.create(user=lead),
+        Subscription.objects.create(user=member),
+        Subscription.objects.create(user=outsider),
+        Subscription.objects.create(user=StaffFactory(), minimum_amount=Decimal("5")),
+    ]
+    subscriptions[1].projects.set([project])
+    due = list(selectors.subscriptions_due(frequency=Frequency.WEEKLY))
+    period = {"period_start": date(2025, 3, 10), "period_end": date(2025, 3, 17)}
+    own = [selectors.digest_view_key(subscription=s, **period) for s in due]
+
+    with django_assert_num_queries(2):
+        readers = selectors.readers_of(due)
+        shared = [selectors.digest_view_key(subscription=s, readers=readers, **period) for s in due]
+
+    assert shared == own
+    assert [(key[4], len(key[5]), key[6]) for key in own] == [
+        (True, 2, False),  # the lead: both team projects, unattributed spend
+        (False, 1, True),  # the member chose one
+        (True, 0, False),  # the other team's lead sees none of these projects
+        (True, 2, False),  # staff: every project (the other team has none)
+    ]

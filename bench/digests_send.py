@@ -8,7 +8,9 @@ is aiosmtpd in a process of its own on 127.0.0.1, counting what it accepts. Each
 no deliveries; the rendering pass builds and renders every digest (subject, text, HTML, the whole
 MIME message) exactly as the sending pass does, and only skips the claim, the SMTP conversation
 and the marking. The order is render, send, render: the ratio is the send against the mean of
-the two renders (the database's caches are as warm for one as for the other).
+the two renders (the database's caches are as warm for one as for the other). The send is
+`manage.py digests_send --period weekly --json` in a process of its own, as a person runs it:
+its time includes the process start, and that is the time that must be under 60 s.
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/<a copy of costsite_bench> \\
         python bench/digests_send.py [--subscribers 1000]
@@ -139,7 +141,7 @@ def main() -> None:
 
     django.setup()
     from apps.digests.models import Delivery, Subscription
-    from apps.digests.services import digests_send, subscriptions_ensure
+    from apps.digests.services import subscriptions_ensure
 
     subscribers_ensure(args.subscribers)
     subscriptions_ensure()
@@ -160,9 +162,18 @@ def main() -> None:
     try:
         Delivery.objects.all().delete()
         render_1, size, distinct = render_all(now)
+        # The send as a person runs it: the command, its process start included.
         clock = time.perf_counter()
-        results = digests_send(now=now, frequency="weekly")
+        command = [sys.executable, str(ROOT / "manage.py"), "digests_send", "--period", "weekly"]
+        sent = subprocess.run(
+            [*command, "--now", now.isoformat(), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        )
         send = time.perf_counter() - clock
+        results = [json.loads(line) for line in sent.stdout.splitlines()]
         render_2, _, _ = render_all(now)
     finally:
         server.send_signal(signal.SIGTERM)
@@ -170,13 +181,15 @@ def main() -> None:
         server.wait()
     statuses: dict[str, int] = {}
     for result in results:
-        statuses[result.status] = statuses.get(result.status, 0) + 1
+        statuses[result["status"]] = statuses.get(result["status"], 0) + 1
     render = (render_1 + render_2) / 2
     print(
         json.dumps(
             {
                 "subscribers": len(results),
-                "period": f"{results[0].period_start} – {results[0].period_end}" if results else "",
+                "period": (
+                    f"{results[0]['period_start']} – {results[0]['period_end']}" if results else ""
+                ),
                 "distinct_digests": distinct,
                 "statuses": statuses,
                 "accepted_by_smtp": accepted,

@@ -524,8 +524,8 @@ def levers(facts: Facts) -> dict[str, Lever]:
 
 
 def smaller_comparable(api: ModelApiPrice, rows: list[ModelApiPrice]) -> ModelApiPrice | None:
-    """The dearest API model of the same provider and mode priced under `api` on both input and
-    output tokens: the next smaller one."""
+    """The dearest API model of the same provider and mode priced under `api` (dearer on
+    neither input nor output tokens): the next smaller one."""
     cheaper = [
         row
         for row in rows
@@ -535,8 +535,11 @@ def smaller_comparable(api: ModelApiPrice, rows: list[ModelApiPrice]) -> ModelAp
         and row.currency == api.currency
         and row.input_per_token is not None
         and row.output_per_token is not None
-        and row.input_per_token < api.input_per_token
-        and row.output_per_token < api.output_per_token
+        and row.input_per_token <= api.input_per_token
+        and row.output_per_token <= api.output_per_token
+        # Cheaper on the whole (an embedding model's output tokens cost 0 on both sides).
+        and row.input_per_token + row.output_per_token
+        < api.input_per_token + api.output_per_token
     ]
     if not cheaper:
         return None

@@ -172,3 +172,31 @@ def test_the_finding_page_draws_the_evidence_and_the_build_or_call_page_lists_th
     assert text.count('data-kind="') == 3
     assert 'id="levers-largest">$12.00<' in text
     assert text.index('data-kind="scale_to_zero"') < text.index('data-kind="smaller_model"')
+
+
+def test_a_deployments_resource_is_right_sized_by_the_serving_lever_not_by_part_two(
+    organization, delivery, project
+):
+    """Part 2's right-size box (tests/insights/test_part2.py): a g5.12xlarge whose GPUs peak at
+    8,000 MiB and 40% busy, its ten hours now a deployment's. The g4dn.12xlarge holds the model:
+    (5.672 − 3.912) × 10 instance-hours = 17.60, once, as right_size_serving."""
+    from tests.insights.test_part2 import recompute, right_size_box
+
+    right_size_box(delivery, project, [8000, 6000, 5000, 4000], [40.0, 20.0, 10.0, 10.0])
+    serving = DeploymentFactory(project=project, name="ranker", replicas=1)
+    CostLineItem.objects.filter(resource_id="i-rs").update(
+        deployment=serving, workload="inference", pricing_category="Standard"
+    )
+    recompute(delivery)
+    assert not Finding.objects.filter(kind=Kind.RIGHT_SIZE).exists()
+    found = Finding.objects.get(kind=Kind.RIGHT_SIZE_SERVING)
+    assert (found.subject_key, found.deployment) == ("i-rs", serving)
+    assert found.savings_per_month == {"USD": "17.6"}
+    assert [row["instance_type"] for row in found.evidence["candidates"]] == [
+        "g4dn.12xlarge",
+        "g6.12xlarge",
+    ]
+    assert found.reason == (
+        "Peak 8.39 GB and 40% busy fit g4dn.12xlarge (4 × T4) instead of g5.12xlarge "
+        "(4 × A10G): USD 17.60 a month less"
+    )

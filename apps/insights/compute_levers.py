@@ -538,8 +538,7 @@ def smaller_comparable(api: ModelApiPrice, rows: list[ModelApiPrice]) -> ModelAp
         and row.input_per_token <= api.input_per_token
         and row.output_per_token <= api.output_per_token
         # Cheaper on the whole (an embedding model's output tokens cost 0 on both sides).
-        and row.input_per_token + row.output_per_token
-        < api.input_per_token + api.output_per_token
+        and row.input_per_token + row.output_per_token < api.input_per_token + api.output_per_token
     ]
     if not cheaper:
         return None

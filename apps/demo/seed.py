@@ -52,8 +52,8 @@ from .catalogue import (
     TeamSpec,
 )
 from .findings import demo_part3_runs
-from .levers import demo_levers_load
 from .gpu import demo_gpu_metrics_load
+from .levers import demo_levers_load
 from .trackers import demo_tracker_runs_load
 
 DEMO_ORGANIZATION_NAME = "Northwind Robotics"

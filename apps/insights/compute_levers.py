@@ -240,7 +240,7 @@ def scale_to_zero(facts: Facts) -> Lever | None:
         ),
         evidence={
             "zero_hours": len(idle),
-            "billed_hours": billed,
+            "billed_hours_30d": billed,  # billed_hours is the finding-hours' (none)
             "spans": spans[-50:],
             "spans_count": len(spans),
             "cold_start_seconds": facts.cold_start_seconds,

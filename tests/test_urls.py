@@ -440,6 +440,7 @@ ACCESS = {
     "deployment_create": "member",
     "deployment_detail": "member",
     "deployment_edit": "member",
+    "deployment_traffic_upload": "member",
     "project_spend_export": "member",
     "model_spend_export": "member",
     "experiment_spend_export": "member",

@@ -298,6 +298,10 @@ class DeploymentIn(Hardware):
     serving_pattern: Deployment.ServingPattern = None
     replicas: Annotated[int, Field(ge=0, le=MAX_INT)] = None
     latency_objective_ms: Annotated[int, Field(ge=1, le=MAX_INT)] | None = None
+    cold_start_seconds: Annotated[int, Field(ge=0, le=MAX_INT)] | None = Field(
+        default=None,
+        description="Seconds a replica takes from zero to its first answer (null: unknown).",
+    )
     data_residency: bool = None
     is_fine_tuned: bool = None
     started_at: Moment | None = None
@@ -320,6 +324,7 @@ class DeploymentOut(Schema):
     serving_pattern: str
     replicas: int
     latency_objective_ms: int | None
+    cold_start_seconds: int | None
     data_residency: bool
     is_fine_tuned: bool
     started_at: datetime | None

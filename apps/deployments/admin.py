@@ -66,6 +66,7 @@ class DeploymentAdmin(AnnouncesResourceUses, admin.ModelAdmin):
                     "serving_pattern",
                     "replicas",
                     "latency_objective_ms",
+                    "cold_start_seconds",
                     "started_at",
                     "ended_at",
                     "tags",

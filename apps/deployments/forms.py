@@ -68,6 +68,7 @@ class DeploymentForm(SiteModelForm):
                 "serving_pattern",
                 "replicas",
                 "latency_objective_ms",
+                "cold_start_seconds",
                 "started_at",
                 "ended_at",
                 "external_id",
@@ -86,6 +87,7 @@ class DeploymentForm(SiteModelForm):
             "serving_pattern",
             "replicas",
             "latency_objective_ms",
+            "cold_start_seconds",
             "started_at",
             "ended_at",
             "external_id",
@@ -99,6 +101,7 @@ class DeploymentForm(SiteModelForm):
             "ended_at": "Retired",
             "external_id": "External id",
             "latency_objective_ms": "Latency objective (p95, ms)",
+            "cold_start_seconds": "Cold start (seconds)",
             **HARDWARE_LABELS,
         }
         help_texts = {
@@ -148,3 +151,13 @@ class DeploymentForm(SiteModelForm):
         data = super().clean()
         clean_hardware_and_window(self, data)
         return data
+
+
+class RequestLogForm(forms.Form):
+    """A request log to count into the deployment's hourly traffic."""
+
+    file = forms.FileField(
+        label="Request log (CSV)",
+        help_text="Columns timestamp (ISO 8601 with a time zone), latency_ms, tokens_in, "
+        "tokens_out, request_hash; one row a request.",
+    )

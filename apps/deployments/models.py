@@ -47,6 +47,12 @@ class Deployment(Hardware):
     latency_objective_ms = models.PositiveIntegerField(
         null=True, blank=True, help_text="p95 latency objective in milliseconds."
     )
+    cold_start_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Seconds a replica takes from zero to its first answer (model load included). "
+        "Empty: unknown, so scaling to zero is never suggested.",
+    )
     data_residency = models.BooleanField(
         default=False, help_text="Data may not leave our own infrastructure."
     )

@@ -27,6 +27,7 @@ UPDATABLE_FIELDS = frozenset(
         "serving_pattern",
         "replicas",
         "latency_objective_ms",
+        "cold_start_seconds",
         "data_residency",
         "is_fine_tuned",
         "started_at",
@@ -69,6 +70,7 @@ def deployment_create(
     serving_pattern: str = Deployment.ServingPattern.REALTIME,
     replicas: int = 1,
     latency_objective_ms: int | None = None,
+    cold_start_seconds: int | None = None,
     data_residency: bool = False,
     is_fine_tuned: bool = False,
     started_at: datetime | None = None,
@@ -89,6 +91,7 @@ def deployment_create(
         serving_pattern=serving_pattern,
         replicas=replicas,
         latency_objective_ms=latency_objective_ms,
+        cold_start_seconds=cold_start_seconds,
         data_residency=data_residency,
         is_fine_tuned=is_fine_tuned,
         started_at=started_at,
@@ -287,3 +290,14 @@ def deployment_traffic_record(
     )
     updated = len(existing & rows.keys())
     return Upserted(created=len(rows) - updated, updated=updated)
+
+
+def deployment_traffic_import_log(*, deployment: Deployment, stream, name: str) -> Upserted:
+    """A request log's hours (request_log.py) stored as the API stores hours: all or nothing
+    (a bad cell raises ValidationError naming its row and column and nothing is written), an
+    hour sent again replacing its figures."""
+    from .request_log import request_log_hours  # it builds this module's TrafficFigures
+
+    return deployment_traffic_record(
+        deployment=deployment, hours=request_log_hours(stream, name=name)
+    )

@@ -11,4 +11,9 @@ urlpatterns = [
     ),
     path("deployments/<int:deployment_pk>/", views.deployment_detail, name="deployment_detail"),
     path("deployments/<int:deployment_pk>/edit/", views.deployment_edit, name="deployment_edit"),
+    path(
+        "deployments/<int:deployment_pk>/traffic/upload/",
+        views.deployment_traffic_upload,
+        name="deployment_traffic_upload",
+    ),
 ]

@@ -2,6 +2,7 @@ import copy
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -15,7 +16,7 @@ from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
 from .charts import traffic_chart
-from .forms import DeploymentForm, MLModelForm
+from .forms import DeploymentForm, MLModelForm, RequestLogForm
 
 # A model trained again and again has hundreds of runs: the page lists them a page at a time.
 RUNS_PER_PAGE = 25
@@ -173,4 +174,45 @@ def deployment_edit(request: HttpRequest, deployment_pk: int) -> HttpResponse:
         submit_label="Save deployment",
         cancel_url=deployment_url,
         breadcrumbs=_crumbs(deployment.project, (deployment.name, deployment_url)),
+    )
+
+
+@login_required
+def deployment_traffic_upload(request: HttpRequest, deployment_pk: int) -> HttpResponse:
+    """A request log counted into hourly traffic: all or nothing, an hour sent again replaced."""
+    deployment = deployment_for_user(user=request.user, pk=deployment_pk)
+    form = RequestLogForm(request.POST or None, request.FILES or None)
+    errors: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            written = services.deployment_traffic_import_log(
+                deployment=deployment, stream=upload.file, name=upload.name
+            )
+        except ValidationError as error:
+            errors = error.messages
+        else:
+            messages.success(
+                request,
+                f"{upload.name}: {written.created} hour{'s' if written.created != 1 else ''} "
+                f"added, {written.updated} replaced.",
+            )
+            return redirect_after_save(request, reverse("deployment_detail", args=[deployment.pk]))
+    template = (
+        "deployments/traffic_upload.html#upload-form"
+        if request.htmx
+        else "deployments/traffic_upload.html"
+    )
+    return render(
+        request,
+        template,
+        {
+            "form": form,
+            "errors": errors,
+            "deployment": deployment,
+            "breadcrumbs": _crumbs(
+                deployment.project,
+                (deployment.name, reverse("deployment_detail", args=[deployment.pk])),
+            ),
+        },
     )

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from . import daily
-from .models import Gpu, GpuHour, HostMapping, MetricImport, MetricSource
+from .models import Gpu, GpuHour, HostMapping, MetricImport, MetricSource, TrafficSource
 
 
 @admin.register(MetricSource)
@@ -25,6 +25,29 @@ class MetricSourceAdmin(admin.ModelAdmin):
         "last_success_at",
         "last_failure_at",
         "last_samples",
+        "created_at",
+        "updated_at",
+    ]
+
+
+@admin.register(TrafficSource)
+class TrafficSourceAdmin(admin.ModelAdmin):
+    """A deployment's Prometheus request counter (configured here; polled with the metric
+    sources)."""
+
+    list_display = ["deployment", "url", "health", "is_paused", "last_success_at", "pulled_until"]
+    list_filter = ["health", "is_paused"]
+    search_fields = ["deployment__name", "url", "requests_query"]
+    raw_id_fields = ["deployment"]
+    readonly_fields = [
+        "health",
+        "last_error",
+        "consecutive_failures",
+        "last_attempt_at",
+        "last_success_at",
+        "last_failure_at",
+        "last_samples",
+        "pulled_until",
         "created_at",
         "updated_at",
     ]

@@ -354,3 +354,44 @@ class GpuRollupState(models.Model):
 
     def __str__(self) -> str:
         return "GPU rollup state"
+
+
+class TrafficSource(PolledSource):
+    """A deployment's request counter in Prometheus, pulled an hour at a time: `requests_query`
+    is a PromQL expression of the requests in the hour before each point, e.g.
+    `sum(increase(vllm:request_success_total{model_name="chat"}[1h]))`; the GPU app's Prometheus
+    client pulls it (query_range, step one hour) and writes the deployment's hourly traffic
+    through the deployments app. `pulled_until` is the last whole hour written."""
+
+    INTERVAL_FIELD = "interval_seconds"
+
+    deployment = models.ForeignKey(
+        "deployments.Deployment", on_delete=models.CASCADE, related_name="traffic_sources"
+    )
+    url = models.CharField(
+        "URL",
+        max_length=500,
+        validators=[validate_http_url],
+        help_text="The Prometheus server's base URL (http://prometheus:9090).",
+    )
+    requests_query = models.CharField(
+        max_length=2000,
+        help_text="PromQL of the requests in the hour before each point: "
+        "sum(increase(<counter>{<matchers>}[1h])).",
+    )
+    interval_seconds = models.PositiveIntegerField(
+        default=900, help_text="How often to poll (a new hour is there once an hour)."
+    )
+    query_window_hours = models.PositiveIntegerField(
+        default=24, help_text="How far back the first pull reaches."
+    )
+    pulled_until = models.DateTimeField(null=True, blank=True)
+    last_samples = models.PositiveIntegerField(
+        default=0, help_text="Hours the last successful poll wrote."
+    )
+
+    class Meta:
+        ordering = ["deployment", "pk"]
+
+    def __str__(self) -> str:
+        return f"Traffic of {self.deployment} from {self.url}"

@@ -667,6 +667,11 @@ def right_size_hours(*, start: date | None, end: date | None) -> dict[str, PartT
         for resource in days.values_list("resource_id", flat=True).distinct()
         if resource in by_key or tail(resource) in by_key
     )
+    # A deployment's resources are right_size_serving's (compute_levers.py): one finding each.
+    from .compute_levers import right_sized_elsewhere
+
+    serving = right_sized_elsewhere()
+    resources = [resource for resource in resources if resource not in serving]
     if not resources:
         return {}
     in_days = CostLineItem.objects.filter(

@@ -31,9 +31,26 @@ class Kind(models.TextChoices):
     RIGHT_SIZE = "right_size", "Right-size the GPU"
     SPOT_CANDIDATE = "spot_candidate", "Spot candidate"
     CHEAPER_REGION = "cheaper_region", "Cheaper region"
+    # Inference levers (issue 20, compute_levers.py): savings of a deployment, never waste.
+    CACHE_REPEATS = "cache_repeats", "Cache repeated requests"
+    SCALE_TO_ZERO = "scale_to_zero", "Scale to zero"
+    BATCH_REQUESTS = "batch_requests", "Batch requests"
+    BATCH_NOT_REALTIME = "batch_not_realtime", "Serve in batch"
+    RIGHT_SIZE_SERVING = "right_size_serving", "Right-size the serving hardware"
+    SMALLER_MODEL = "smaller_model", "Try a smaller model"
     UNATTRIBUTED = "unattributed", "Unattributed spend"
 
 
+# The inference levers of a deployment (compute_levers.py): one subject per deployment, so they
+# exclude each other (the savings total takes the largest) and any other lever on its resource.
+INFERENCE_LEVER_KINDS = (
+    Kind.CACHE_REPEATS,
+    Kind.SCALE_TO_ZERO,
+    Kind.BATCH_REQUESTS,
+    Kind.BATCH_NOT_REALTIME,
+    Kind.RIGHT_SIZE_SERVING,
+    Kind.SMALLER_MODEL,
+)
 PRECEDENCE = {kind: rank for rank, kind in enumerate(Kind.values)}
 # Spend nobody can attribute is a finding (someone should claim it) but not waste: nothing says it
 # bought nothing. Its money is shown beside wasted, never in it.
@@ -53,13 +70,16 @@ COMPUTED_KINDS = (
     Kind.UNUSED_COMMITMENT,
     Kind.SPOT_CANDIDATE,
     Kind.CHEAPER_REGION,
+    *INFERENCE_LEVER_KINDS,
 )
 # Levers whose saving _kind_store takes from the subject (right_size): never any wasted.
 SAVINGS_ONLY_KINDS = frozenset({Kind.RIGHT_SIZE})
 # One-off kinds save nothing per month (the money is spent); the others recur.
 ONE_OFF_KINDS = frozenset({Kind.FAILED_RUN, Kind.NO_SMALL_RUN})
 # Levers: savings per month only (what another way of buying would save), never waste.
-LEVER_KINDS = frozenset({Kind.RIGHT_SIZE, Kind.SPOT_CANDIDATE, Kind.CHEAPER_REGION})
+LEVER_KINDS = frozenset(
+    {Kind.RIGHT_SIZE, Kind.SPOT_CANDIDATE, Kind.CHEAPER_REGION, *INFERENCE_LEVER_KINDS}
+)
 
 
 class Status(models.TextChoices):

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from apps.accounts.models import Organization
 
-from . import compute, compute_part2, compute_part3, findings_part2
+from . import compute, compute_levers, compute_part2, compute_part3, findings_part2
 from .models import (
     ONE_OFF_KINDS,
     SAVINGS_ONLY_KINDS,
@@ -46,6 +46,8 @@ KIND_HOURS = {
     Kind.RIGHT_SIZE: compute_part2.right_size_hours,
     # Part 3 (compute_part3.py).
     **compute_part3.KIND_HOURS,
+    # The inference levers (compute_levers.py).
+    **compute_levers.KIND_HOURS,
 }
 # kind -> function(cursor, start=, end=) filling compute.HOURS_TABLE with the same hours and
 # returning {subject_key: evidence to add}: used instead on PostgreSQL where a kind has one.

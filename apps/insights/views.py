@@ -20,10 +20,11 @@ from costsite.spreadsheet import neutralised
 
 from . import selectors, selectors_part3, services
 from .charts import evidence_chart
+from .charts_levers import lever_chart
 from .charts_part2 import part2_chart
 from .charts_part3 import commitment_chart, coverage_chart, loss_chart
 from .forms import ActionForm, BulkForm, WasteFilterForm
-from .models import Kind
+from .models import INFERENCE_LEVER_KINDS, Kind
 
 
 def _filters(request: HttpRequest) -> SpendFilters:
@@ -153,6 +154,8 @@ def finding_detail(request: HttpRequest, finding_pk: int) -> HttpResponse:
         chart = commitment_chart(evidence=finding.evidence, currency=currency)
     elif finding.kind in {Kind.SPOT_CANDIDATE, Kind.CHEAPER_REGION}:
         chart = None  # the price comparison table is the evidence
+    elif finding.kind in INFERENCE_LEVER_KINDS:
+        chart = lever_chart(finding=finding)
     else:
         hours = selectors.finding_hours(finding=finding)
         chart = part2_chart(finding=finding, hours=hours, currency=currency) or evidence_chart(

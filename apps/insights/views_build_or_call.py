@@ -19,6 +19,7 @@ from apps.spend.filters import EARLIEST_DAY, LATEST_DAY
 from . import selectors_build_or_call as selectors
 from .charts_build_or_call import build_or_call_chart
 from .forms_build_or_call import FIELDS, BuildOrCallForm
+from .selectors_levers import deployment_levers
 from .services_build_or_call import build_or_call_inputs_save
 
 
@@ -102,6 +103,7 @@ def build_or_call_detail(request: HttpRequest, deployment_pk: int) -> HttpRespon
         "chart": build_or_call_chart(result=result),
         "currency": org.currency,
         "unsaved": live and request.method == "GET",
+        "levers": deployment_levers(user=request.user, deployment=deployment),
     }
     if request.htmx and request.method == "GET":
         return render(request, "insights/build_or_call_detail.html#result", context)

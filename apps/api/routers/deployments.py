@@ -46,6 +46,7 @@ def _out(request: HttpRequest, deployment: Deployment) -> dict:
         "serving_pattern": deployment.serving_pattern,
         "replicas": deployment.replicas,
         "latency_objective_ms": deployment.latency_objective_ms,
+        "cold_start_seconds": deployment.cold_start_seconds,
         "data_residency": deployment.data_residency,
         "is_fine_tuned": deployment.is_fine_tuned,
         "started_at": deployment.started_at,

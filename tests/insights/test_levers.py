@@ -1,0 +1,293 @@
+"""The inference levers on one deployment's facts worked out by hand (no database): ten UTC hours
+of 1 March 2025 at 2.00 USD an hour (20.00), 100 requests in each unless a test says otherwise.
+Each lever has its hand-computed saving and the case where it must not fire."""
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from apps.insights import compute_levers
+from apps.insights.compute_levers import ApiModel, Facts, Offer, Traffic
+from apps.insights.models import Kind, ModelApiPrice
+
+START = datetime(2025, 3, 1, tzinfo=UTC)
+HOURS = [START + timedelta(hours=number) for number in range(10)]
+
+
+def facts(*, per_hour="2.00", requests=(100,) * 10, duplicates=0, **fields) -> Facts:
+    """`requests`: one figure per hour (None: the hour was not reported)."""
+    traffic = {
+        hour: Traffic(
+            requests=value,
+            duplicates=duplicates if value else 0,
+            tokens_in=500 * value,
+            tokens_out=100 * value,
+        )
+        for hour, value in zip(HOURS, requests, strict=True)
+        if value is not None
+    }
+    values = {
+        "deployment_id": 1,
+        "name": "chat",
+        "currency": "USD",
+        "hours": HOURS,
+        "spend_by_hour": {hour: Decimal(per_hour) for hour in HOURS},
+        "traffic": traffic,
+    }
+    values.update(fields)
+    return Facts(**values)
+
+
+# -- cache_repeats --------------------------------------------------------------------------------
+
+
+def test_cache_repeats_saves_the_duplicates_at_the_cost_per_request():
+    """1,000 requests, 100 of them repeats (10 an hour); 20.00 ÷ 1,000 = 0.02 a request -> 2.00."""
+    lever = compute_levers.cache_repeats(facts(duplicates=10))
+    assert lever.saving == Decimal("2.00")
+    assert lever.evidence["duplicates"] == 100
+    assert lever.evidence["cost_per_request"] == "0.02"
+    assert lever.evidence["duplicate_percent"] == "10"
+    assert lever.reason == (
+        "100 of 1,000 requests repeated an earlier one: a cache would save USD 2.00 a month "
+        "at USD 20.00 per thousand requests"
+    )
+
+
+def test_cache_repeats_does_not_fire_without_duplicates():
+    assert compute_levers.cache_repeats(facts(duplicates=0)) is None
+
+
+# -- scale_to_zero --------------------------------------------------------------------------------
+
+
+def test_scale_to_zero_saves_the_billed_hours_without_traffic():
+    """Hours 06:00-09:00 served nothing (two reported as 0, two not reported): 4 × 2.00 = 8.00,
+    with a 60 s cold start inside the 120,000 ms objective."""
+    lever = compute_levers.scale_to_zero(
+        facts(
+            requests=(100, 100, 100, 100, 100, 100, 0, 0, None, None),
+            cold_start_seconds=60,
+            latency_objective_ms=120_000,
+        )
+    )
+    assert lever.saving == Decimal("8.00")
+    assert lever.evidence["zero_hours"] == 4
+    assert lever.evidence["spans"] == [
+        {"start": "2025-03-01T06:00:00+00:00", "end": "2025-03-01T10:00:00+00:00", "hours": 4}
+    ]
+    assert lever.reason == (
+        "4 of 10 billed hours served no request: scaling to zero (60 s cold start, within the "
+        "120,000 ms objective) would save USD 8.00 a month (that spend is idle GPU waste, "
+        "counted there)"
+    )
+
+
+def test_scale_to_zero_does_not_fire_with_traffic_every_hour():
+    assert compute_levers.scale_to_zero(facts(cold_start_seconds=60)) is None
+
+
+def test_scale_to_zero_does_not_fire_when_the_objective_forbids_a_cold_start():
+    """A 60 s cold start against a 300 ms objective; and an unknown cold start."""
+    quiet = (100, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    forbidden = facts(requests=quiet, cold_start_seconds=60, latency_objective_ms=300)
+    assert compute_levers.scale_to_zero(forbidden) is None
+    assert compute_levers.scale_to_zero(facts(requests=quiet, cold_start_seconds=None)) is None
+
+
+def test_scale_to_zero_does_not_fire_without_any_reported_traffic():
+    """No traffic reported at all is not ten idle hours: nothing says what it served."""
+    silent = facts(requests=(None,) * 10, cold_start_seconds=60)
+    assert compute_levers.scale_to_zero(silent) is None
+
+
+# -- batch_requests -------------------------------------------------------------------------------
+
+
+def test_batch_requests_frees_the_replicas_a_higher_batch_size_spares():
+    """4 replicas 30% busy under steady traffic: ⌈4 × 30 ÷ 80⌉ = 2 replicas; 20.00 × 2 ÷ 4."""
+    lever = compute_levers.batch_requests(
+        facts(replicas=4, utilisation_by_hour={hour: Decimal(30) for hour in HOURS})
+    )
+    assert lever.saving == Decimal("10.00")
+    assert lever.evidence["replicas_needed"] == 2
+    assert lever.evidence["utilisation_percent"] == "30"
+    assert lever.reason == (
+        "Steady traffic on GPUs 30.0% busy: a higher batch size serves it on 2 of 4 replicas, "
+        "USD 10.00 a month less"
+    )
+
+
+def test_batch_requests_does_not_fire_on_busy_gpus_or_spiky_traffic():
+    busy = facts(replicas=4, utilisation_by_hour={hour: Decimal(60) for hour in HOURS})
+    assert compute_levers.batch_requests(busy) is None
+    spiky = facts(
+        replicas=4,
+        requests=(500, 0, 0, 0, 0, 500, 0, 0, 0, 0),
+        utilisation_by_hour={hour: Decimal(30) for hour in HOURS},
+    )
+    assert compute_levers.batch_requests(spiky) is None
+    one = facts(replicas=1, utilisation_by_hour={hour: Decimal(10) for hour in HOURS})
+    assert compute_levers.batch_requests(one) is None
+
+
+# -- batch_not_realtime ---------------------------------------------------------------------------
+
+BIG = Offer("p-big", "A100", Decimal(4), Decimal(80), Decimal("4.00"), Decimal("1.50"))
+LARGE_API = ApiModel(
+    "hosted/large",
+    Decimal("0.00001"),
+    Decimal("0.00003"),
+    batch_input_per_token=Decimal("0.000005"),
+    batch_output_per_token=Decimal("0.000015"),
+)
+
+
+def test_batch_not_realtime_takes_the_larger_of_spot_and_batch_prices():
+    """40.00 spent (4.00 an hour). Spot: 10 instance-hours × (4.00 − 1.50) = 25.00. Batch API:
+    500,000 tokens in × 0.000005 + 100,000 out × 0.000015 = 4.00 -> 40.00 − 4.00 = 36.00."""
+    lever = compute_levers.batch_not_realtime(
+        facts(
+            per_hour="4.00",
+            latency_objective_ms=3_600_000,
+            current=BIG,
+            instance_hours=Decimal(10),
+            api=LARGE_API,
+        )
+    )
+    assert lever.saving == Decimal("36.00")
+    assert lever.evidence["chosen"] == "api_batch"
+    assert [(o["option"], o["saving"]) for o in lever.evidence["options"]] == [
+        ("spot", "25"),
+        ("api_batch", "36"),
+    ]
+    assert lever.reason == (
+        "Served in real time though its objective allows 1 h: hosted/large at its batch prices "
+        "would save USD 36.00 a month"
+    )
+
+
+def test_batch_not_realtime_does_not_fire_when_the_objective_needs_real_time():
+    tight = facts(latency_objective_ms=300, current=BIG, instance_hours=Decimal(10))
+    assert compute_levers.batch_not_realtime(tight) is None
+    unstated = facts(latency_objective_ms=None, current=BIG, instance_hours=Decimal(10))
+    assert compute_levers.batch_not_realtime(unstated) is None
+    batch_already = facts(
+        latency_objective_ms=3_600_000, realtime=False, current=BIG, instance_hours=Decimal(10)
+    )
+    assert compute_levers.batch_not_realtime(batch_already) is None
+
+
+# -- right_size_serving ---------------------------------------------------------------------------
+
+CURRENT = Offer("big", "A100", Decimal(4), Decimal(80), Decimal("20.00"))
+MID = Offer("mid", "A10G", Decimal(1), Decimal(24), Decimal("5.00"))
+TINY = Offer("tiny", "T4", Decimal(1), Decimal(16), Decimal("2.00"))
+CPU = Offer("cpu", "", Decimal(0), Decimal(256), Decimal("1.00"))
+
+
+def test_right_size_serving_picks_the_cheapest_instance_holding_the_model():
+    """Peak 12 GB (× 1.2 = 14.4 ≤ 16) and 20% busy on 4 GPUs (⌈0.8⌉ = 1 GPU): the T4 at 2.00
+    instead of 20.00, over 10 instance-hours = 180.00. The CPU instance is for GPUs under 10%."""
+    lever = compute_levers.right_size_serving(
+        facts(
+            current=CURRENT,
+            offers=[MID, TINY, CPU],
+            instance_hours=Decimal(10),
+            peak_memory_gb=Decimal(12),
+            peak_utilisation=Decimal(20),
+        )
+    )
+    assert lever.saving == Decimal("180.00")
+    assert [row["instance_type"] for row in lever.evidence["candidates"]] == ["tiny", "mid"]
+    assert lever.evidence["candidates"][0]["saving_per_month"] == "180"
+    assert lever.reason == (
+        "Peak 12 GB and 20% busy fit tiny (1 × T4) instead of big (4 × A100): USD 180.00 a "
+        "month less"
+    )
+
+
+def test_right_size_serving_offers_a_cpu_instance_to_a_barely_used_gpu():
+    """Peak 12 GB × 1.2 × 4 GPUs = 57.6 GB ≤ 256 GB of host memory, 5% busy: (20 − 1) × 10."""
+    lever = compute_levers.right_size_serving(
+        facts(
+            current=CURRENT,
+            offers=[MID, TINY, CPU],
+            instance_hours=Decimal(10),
+            peak_memory_gb=Decimal(12),
+            peak_utilisation=Decimal(5),
+        )
+    )
+    assert lever.saving == Decimal("190.00")
+    assert lever.evidence["candidates"][0]["gpu_type"] == "CPU"
+
+
+def test_right_size_serving_does_not_fire_on_hardware_already_right_sized():
+    """On the T4 already, the dearer instances are no candidates; a 20 GB model fits no T4."""
+    sized = facts(
+        current=TINY,
+        offers=[CURRENT, MID],
+        instance_hours=Decimal(10),
+        peak_memory_gb=Decimal(12),
+        peak_utilisation=Decimal(90),
+    )
+    assert compute_levers.right_size_serving(sized) is None
+    fits_mid_only = compute_levers.right_size_serving(
+        facts(
+            current=CURRENT,
+            offers=[TINY, MID],
+            instance_hours=Decimal(10),
+            peak_memory_gb=Decimal(20),
+            peak_utilisation=Decimal(20),
+        )
+    )
+    assert fits_mid_only.saving == Decimal("150.00")  # (20 − 5) × 10
+
+
+# -- smaller_model --------------------------------------------------------------------------------
+
+SMALL_API = ApiModel("hosted/small", Decimal("0.000002"), Decimal("0.000006"))
+
+
+def test_smaller_model_is_an_option_at_the_smaller_models_prices():
+    """500,000 tokens in and 100,000 out: 5.00 + 3.00 = 8.00 against 1.00 + 0.60 = 1.60."""
+    lever = compute_levers.smaller_model(facts(api=LARGE_API, smaller_api=SMALL_API))
+    assert lever.saving == Decimal("6.40")
+    assert lever.evidence["option"] is True
+    assert lever.reason == (
+        "An option, not a verdict: hosted/small would cost USD 6.40 a month less than "
+        "hosted/large for the same tokens; whether its answers are good enough is the team's call"
+    )
+
+
+def test_smaller_model_does_not_fire_without_a_smaller_comparable_model():
+    assert compute_levers.smaller_model(facts(api=LARGE_API, smaller_api=None)) is None
+    assert compute_levers.smaller_model(facts(api=None, smaller_api=SMALL_API)) is None
+
+
+def test_the_next_smaller_model_is_the_dearest_cheaper_one_of_the_same_provider_and_mode():
+    def price(name, provider, mode, inp, out):
+        return ModelApiPrice(
+            name=name,
+            provider=provider,
+            mode=mode,
+            currency="USD",
+            input_per_token=Decimal(inp),
+            output_per_token=Decimal(out),
+        )
+
+    large = price("hosted/large", "hosted", "chat", "0.00001", "0.00003")
+    rows = [
+        large,
+        price("hosted/medium", "hosted", "chat", "0.000003", "0.000009"),
+        price("hosted/small", "hosted", "chat", "0.000002", "0.000006"),
+        price("hosted/embed", "hosted", "embedding", "0.000008", "0.00001"),
+        price("other/cheap", "other", "chat", "0.000009", "0.00002"),
+        price("hosted/odd", "hosted", "chat", "0.000009", "0.00004"),  # dearer output
+    ]
+    assert compute_levers.smaller_comparable(large, rows).name == "hosted/medium"
+    assert compute_levers.smaller_comparable(rows[2], rows) is None
+
+
+def test_levers_lists_only_those_that_fire():
+    found = compute_levers.levers(facts(duplicates=10, api=LARGE_API, smaller_api=SMALL_API))
+    assert sorted(found) == sorted([Kind.CACHE_REPEATS, Kind.SMALLER_MODEL])

@@ -6,8 +6,8 @@ question asked again after nothing changed is answered from the cache, and any c
 move a figure bumps the version: the next request computes afresh under the new key (the old
 entries are simply never read again and expire).
 
-What bumps it (`version_bump`, always after the commit, so that a request that reads the new
-version also reads the new data):
+What bumps it (`version_bump`, an UPDATE in the changing transaction itself, so that the new
+version becomes visible with the new data, at the commit, and never before it):
 
 - the `spend_data_changed` port (billing after a delivery is loaded or replaced and after a
   re-attribution, gpu after a GPU metrics import);
@@ -20,8 +20,10 @@ version also reads the new data):
 On PostgreSQL the version has a second part: a sequence that every statement writing the cost
 rollups moves (a trigger, migration spend 0001), so that a write no port announces (a script, a
 bulk update) still makes the next request compute afresh. A sequence moves at once, before the
-writer commits, which is why the announced changes bump the counter after the commit as well: a
-figure computed from the old rows in between is keyed by a version nobody reads after it.
+writer commits, which is why the announced changes move the counter as well: a figure computed
+from the old rows in between is keyed by a version nobody reads once the counter's move commits.
+The counter's row stays locked from the bump to the commit, so two changing transactions bump
+one after the other; the ports announce at the end of their work, so the wait is short.
 
 The version is read once per request (the first cached query reads it, the rest of the request
 reuses it: one query, and one consistent set of figures). Outside a request (a task, a command,
@@ -35,7 +37,7 @@ from collections.abc import Callable
 
 from django.core.cache import cache
 from django.core.signals import request_finished, request_started
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F, QuerySet
 
 from .models import SpendDataVersion
@@ -73,14 +75,11 @@ def _version_query() -> str:
 
 
 def version_bump(**_announced) -> None:
-    """Move to a new data version once the current transaction commits (at once outside one).
+    """Move to a new data version, in the current transaction: others see it when it commits,
+    with the change (at once outside a transaction).
 
     Takes and ignores any keyword arguments, so it registers as is with both ports and with the
     model signals."""
-    transaction.on_commit(_bump_now)
-
-
-def _bump_now() -> None:
     if not SpendDataVersion.objects.filter(pk=1).update(value=F("value") + 1):
         SpendDataVersion.objects.get_or_create(pk=1, defaults={"value": 1})
     # A request that bumps (a claim posted) reads the new version for the rest of it.

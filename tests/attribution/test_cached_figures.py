@@ -182,19 +182,27 @@ def test_a_renamed_project_shows_on_the_next_load(
     assert spend(staff_client) == {"Image ranking v2": D("12.50"), "unattributed": D("11.00")}
 
 
-def test_an_announced_change_moves_the_version_only_after_the_commit(
-    django_capture_on_commit_callbacks, imported
-):
+def test_an_announced_change_moves_the_version_in_its_transaction(imported):
     before = version_read()
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        imported.save()
-        assert version_read() == before
-    for callback in callbacks:
-        callback()
+    imported.save()
     after = version_read()
     assert after != before
     cache.clear()  # the version lives in the database: emptying the cache does not move it
     assert version_read() == after
+
+
+def test_the_version_others_read_moves_only_when_the_change_commits(imported):
+    from django.db import connections
+
+    def seen_by_another_connection() -> int:
+        with connections["progress"].cursor() as cursor:
+            cursor.execute("SELECT value FROM spend_spenddataversion WHERE id = 1")
+            row = cursor.fetchone()
+        return row[0] if row else 0
+
+    before = seen_by_another_connection()
+    imported.save()  # inside the test's transaction, not committed
+    assert seen_by_another_connection() == before
 
 
 def test_a_write_to_the_rollups_no_port_announces_moves_the_version_at_once(imported):

@@ -17,3 +17,13 @@ def django_db_setup(django_db_setup, django_db_blocker):
 
     with django_db_blocker.unblock():
         connections.close_all()
+
+
+@pytest.fixture(autouse=True)
+def _cache_emptied():
+    """Every test starts with an empty cache: its database is rolled back, and with it the spend
+    data version, so figures another test cached under the same version must not be read."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

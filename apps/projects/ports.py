@@ -16,6 +16,9 @@ test can check the wiring.
   word: "delivery", "reattribution", "gpu_import"). Handlers take exactly
   `(*, start: date, end: date, reason: str)` and only enqueue work (on commit), never do heavy
   work inline.
+
+The spend app registers with both: any change of either moves the data version its cached
+figures are keyed by (`apps.spend.figures`).
 """
 
 from collections.abc import Callable

@@ -17,6 +17,7 @@ from apps.deployments.models import Deployment, Model
 from apps.experiments.models import Experiment
 from apps.projects.models import Project
 
+from .figures import cached, cached_rows
 from .filters import Period
 from .rollup import (
     MONEY,
@@ -123,9 +124,9 @@ def spend_changes(
     if query is None:
         grouped = []
     elif models:
-        grouped = _with_owner_models(query)
+        grouped = cached("owner-models", query, lambda: _with_owner_models(query))
     else:
-        grouped = list(query)
+        grouped = cached_rows(query)
     by_project: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
     by_experiment: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
     by_deployment: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])

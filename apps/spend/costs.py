@@ -15,6 +15,7 @@ from apps.deployments.models import TrafficHour
 from apps.experiments.models import Experiment
 from apps.gpu import selectors as gpu_selectors
 
+from .figures import cached_rows
 from .filters import Period
 from .rollup import (
     PRICING_LABELS,
@@ -82,9 +83,11 @@ def experiment_costs(
     rows = scope.daily(period).filter(billing_currency=scope.currency, experiment__isnull=False)
     by_status = {
         row["experiment__status"]: row
-        for row in rows.values("experiment__status")
-        .annotate(amount=Sum("effective_cost"), runs=Count("experiment_id", distinct=True))
-        .order_by()
+        for row in cached_rows(
+            rows.values("experiment__status")
+            .annotate(amount=Sum("effective_cost"), runs=Count("experiment_id", distinct=True))
+            .order_by()
+        )
     }
     total = sum((row["amount"] for row in by_status.values()), ZERO)
     listed = (
@@ -100,7 +103,7 @@ def experiment_costs(
         .annotate(amount=Sum("effective_cost"))
         .order_by("-amount", "experiment__name", "experiment_id")
     )
-    listed = list(listed[:limit] if limit is not None else listed)
+    listed = cached_rows(listed[:limit] if limit is not None else listed)
     hours = (
         gpu_hours_by_owner(experiment_ids=[row["experiment_id"] for row in listed], period=period)
         if gpu_hours
@@ -167,7 +170,7 @@ def deployment_costs(
         .annotate(amount=Sum("effective_cost"))
         .order_by("-amount", "deployment__name", "deployment_id")
     )
-    rows = list(rows[:limit] if limit is not None else rows)
+    rows = cached_rows(rows[:limit] if limit is not None else rows)
     ids = [row["deployment_id"] for row in rows]
     traffic = {}
     if ids:
@@ -255,7 +258,7 @@ def spend_breakdown(
     )
     sums: dict[str, dict[str, Decimal]] = {name: defaultdict(Decimal) for name in dimensions}
     total = ZERO
-    for row in rows:
+    for row in cached_rows(rows):
         total += row["amount"]
         for name in dimensions:
             sums[name][row[name]] += row["amount"]

@@ -35,6 +35,7 @@ from apps.projects.models import Project
 from apps.projects.selectors import projects_visible_to
 from costsite.dates import as_of_shown
 
+from .figures import cached_rows
 from .filters import Period, month_start
 
 ZERO = Decimal(0)
@@ -269,7 +270,7 @@ def rollup_rows(
     and must return values() with aggregates; callers add up the parts (a key may come twice).
     Without `monthly`, or for a short range, it is the daily rollup alone."""
     query = rollup_query(q, period, shape, cuts=cuts, monthly=monthly)
-    return [] if query is None else list(query)
+    return [] if query is None else cached_rows(query)
 
 
 def rollup_query(

@@ -20,6 +20,7 @@ from apps.billing.models import (
 )
 from apps.projects.models import Project, Workload
 
+from .figures import cached, cached_rows
 from .filters import Period, days_in_month, month_start, previous_month_start
 from .rollup import (
     CENT,
@@ -93,7 +94,10 @@ def spend_series(*, scope: SpendScope, period: Period, by: str = "workload") -> 
     }[by]
     if period.start is None:
         # All time: from the first day with spend, so that the chart's buckets are known.
-        first = scope.daily().aggregate(first=Min("day"))["first"]
+        everything = scope.daily()
+        first = cached(
+            "first-day", everything, lambda: everything.aggregate(first=Min("day"))["first"]
+        )
         period = Period(first or period.end, period.end, period.preset)
     rows = rollup_rows(
         scope.q(),
@@ -238,7 +242,7 @@ def month_summary(*, scope: SpendScope, today: date, as_of: datetime | None) -> 
     sums: dict[str, Decimal] = defaultdict(Decimal)
     by_project: dict[int, Decimal] = defaultdict(Decimal)
     last_by_project: dict[int, Decimal] = defaultdict(Decimal)
-    for row in parts[0].union(*parts[1:], all=True):
+    for row in cached_rows(parts[0].union(*parts[1:], all=True)):
         sums[row["part"]] += row["amount"]
         if row["part"] == "this" and row["project_id"] is not None:
             by_project[row["project_id"]] += row["amount"]

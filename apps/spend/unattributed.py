@@ -19,6 +19,7 @@ from apps.billing.models import (
     DailyResourceCost,
 )
 
+from .figures import cached_rows
 from .filters import Period
 from .rollup import (
     ZERO,
@@ -87,7 +88,7 @@ def unattributed_resources(
 ) -> list[UnattributedResource]:
     rows = unattributed_rows(period=period, currency=currency, provider=provider, detail=detail)
     rows = rows[offset : offset + limit] if limit is not None else rows[offset:]
-    return [UnattributedResource(**row) for row in rows]
+    return [UnattributedResource(**row) for row in cached_rows(rows)]
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def unattributed_summary(
     # Counted as the page lists them (unattributed_rows): a resource whose charges net to
     # nothing is neither listed nor counted, so the count and the list never disagree.
     listed = unattributed_rows(period=period, currency=currency, provider=provider, detail=False)
-    listed_amounts = list(listed.values_list("amount", flat=True))
+    listed_amounts = cached_rows(listed.values_list("amount", flat=True))
     return UnattributedSummary(
         amount=amount,
         resources=len(listed_amounts),
@@ -171,7 +172,7 @@ def unattributed_without_resource_id(
         ),
     ):
         totals[(row["provider_name"], row["service_name"])] += row["amount"]
-    for row in (
+    for row in cached_rows(
         _in_period(DailyResourceCost.objects.filter(q), period)
         .values("provider_name", "service_name")
         .annotate(amount=Sum("effective_cost"))

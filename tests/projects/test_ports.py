@@ -7,16 +7,23 @@ from apps.digests.tasks import on_spend_data_changed as alerts_check_later
 from apps.gpu.daily import ownership_changed_handler as gpu_days_stale
 from apps.insights.tasks import on_spend_data_changed
 from apps.projects.ports import Port, ownership_changed, spend_data_changed
+from apps.spend.figures import version_bump
 
 
-def test_billing_and_the_gpu_daily_rollup_handle_ownership_changed():
-    # Billing re-attributes; gpu marks the fleet page's daily rollup out of date.
-    assert ownership_changed.handlers() == (attribution_schedule, gpu_days_stale)
+def test_billing_the_gpu_daily_rollup_and_the_spend_figures_handle_ownership_changed():
+    # Billing re-attributes; gpu marks the fleet page's daily rollup out of date; spend moves the
+    # data version its cached figures are keyed by.
+    assert ownership_changed.handlers() == (attribution_schedule, gpu_days_stale, version_bump)
 
 
-def test_insights_and_digests_are_the_handlers_of_spend_data_changed():
-    # The findings recompute for the changed days, then the digests' alerts check.
-    assert spend_data_changed.handlers() == (on_spend_data_changed, alerts_check_later)
+def test_spend_insights_and_digests_are_the_handlers_of_spend_data_changed():
+    # The spend figures' data version moves, the findings recompute for the changed days, then
+    # the digests' alerts check.
+    assert spend_data_changed.handlers() == (
+        version_bump,
+        on_spend_data_changed,
+        alerts_check_later,
+    )
 
 
 def test_a_port_calls_its_handlers_in_order_and_returns_their_results():

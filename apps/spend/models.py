@@ -1,0 +1,16 @@
+"""What the spend app stores of its own: the data version its cached figures are keyed by."""
+
+from django.db import models
+
+
+class SpendDataVersion(models.Model):
+    """One row: a counter bumped after every committed change that can move a spend figure.
+
+    It lives in the database, not in the cache, so that every process reads the same one and it
+    never goes back when the cache is emptied or evicts it (a version read back as an old number
+    would serve the figures cached under it, computed from other data)."""
+
+    value = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"spend data version {self.value}"

@@ -17,8 +17,9 @@ waste page and a model of theirs, and a trivial login-required view in the same 
 2. A closed loop: `--closed-users` (8) users without think time for `--closed-duration` (30 s):
    the throughput the server holds.
 
-Logins (a password hash each) happen while the users start; the figures are counted from when
-all of them have (Locust's --reset-stats). It refuses the shared `costsite_bench`: logins write.
+Each user starts logged in (a session made by this script, as a login makes it: fifty password
+hashes at once would measure the login); the figures are counted from when all users have
+started (Locust's --reset-stats). It refuses the shared `costsite_bench`: sessions are written.
 """
 
 import argparse
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costsite.settings")
 PAGES = ["overview", "project page", "waste page", "model page"]
+START_TIMEOUT = 180
 
 
 def free_port() -> int:
@@ -45,16 +47,23 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def people() -> list[dict]:
-    """Every person of the benchmark organisation, with the projects and models they see."""
+def people(users: int) -> list[dict]:
+    """One logged-in session per Locust user, round the benchmark organisation's people, each
+    with the projects and models that person sees. The sessions are made here, as a login makes
+    them: fifty password hashes at once would measure the login, not the pages."""
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
+    from django.contrib.auth import (
+        BACKEND_SESSION_KEY,
+        HASH_SESSION_KEY,
+        SESSION_KEY,
+        get_user_model,
+    )
+    from django.contrib.sessions.backends.db import SessionStore
 
     from apps.deployments.models import Model
     from apps.projects.models import Project
-    from bench.attribution_org import PASSWORD
 
     found = []
     for user in get_user_model().objects.filter(username__startswith="bench-").order_by("pk"):
@@ -68,48 +77,61 @@ def people() -> list[dict]:
             .values_list("pk", flat=True)
         )
         if slugs and models:
-            found.append(
-                {
-                    "username": user.username,
-                    "password": PASSWORD,
-                    "projects": slugs,
-                    "models": models,
-                }
-            )
+            found.append((user, {"projects": slugs, "models": models}))
     if not found:
         sys.exit("No bench-* users: fill the database with bench/attribution_org.py first.")
-    return found
+    sessions = []
+    for number in range(users):
+        user, pages = found[number % len(found)]
+        session = SessionStore()
+        session[SESSION_KEY] = str(user.pk)
+        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+        session.create()
+        sessions.append({"username": user.username, "session": session.session_key, **pages})
+    return sessions
 
 
-def serve(port: int, workers: int, log: Path) -> subprocess.Popen:
+def serve(port: int, workers: int, out: Path) -> subprocess.Popen:
+    """gunicorn as in production: debug off, static files collected and served by WhiteNoise."""
+    log = out / "gunicorn.log"
     env = {
         **os.environ,
         "DJANGO_DEBUG": "false",
         "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "DJANGO_STATIC_ROOT": str(out / "static"),
         "DATABASE_CONN_MAX_AGE": "600",
         "CELERY_TASK_ALWAYS_EAGER": "true",
     }
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "bench.load_site:application"]
         + ["--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--timeout", "60"]
+        # The app is imported once, before the workers fork (start-up is not what is measured).
+        + ["--preload"]
         + ["--access-logfile", "-", "--error-logfile", "-"],
         cwd=ROOT,
         env=env,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health/", timeout=2)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health/", timeout=5)
             return server
         except OSError:
             if server.poll() is not None:
                 sys.exit(f"gunicorn exited with {server.returncode}; see {log}")
             time.sleep(0.5)
     server.kill()
-    sys.exit(f"gunicorn did not answer within 60 s; see {log}")
+    sys.exit(f"gunicorn did not answer within {START_TIMEOUT} s; see {log}")
 
 
 def locust(
@@ -174,9 +196,9 @@ def main() -> None:
     if database.rstrip("/").rsplit("/", 1)[-1] == "costsite_bench":
         sys.exit("Logins write sessions: run it on a copy (createdb -T costsite_bench ...).")
     args.out.mkdir(parents=True, exist_ok=True)
-    who = people()
+    who = people(max(args.users, args.closed_users))
     port = free_port()
-    server = serve(port, args.workers, args.out / "gunicorn.log")
+    server = serve(port, args.workers, args.out)
     try:
         think = locust(
             port=port,
@@ -196,7 +218,10 @@ def main() -> None:
         )
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
     lines = report(
         f"{args.users} users, think time {args.think} s, {args.duration} s, "
         f"gunicorn --workers {args.workers}:",

@@ -99,15 +99,23 @@ def _worker_start(
         )
     worker = WorkerProcess(name=name, process=process, log_path=log_path)
     deadline = time.monotonic() + START_TIMEOUT
-    with app.connection_for_write(broker_url) as broker:
-        while not app.control.ping(destination=[name], timeout=0.5, connection=broker):
-            if process.poll() is not None:
-                pytest.fail(f"the Celery worker exited with {process.returncode}:\n{worker.log()}")
-            if time.monotonic() > deadline:
-                _worker_stop(worker)
-                pytest.fail(
-                    f"the Celery worker did not answer within {START_TIMEOUT}s:\n{worker.log()}"
-                )
+
+    def ready() -> bool:
+        if broker_url == app.conf.broker_url:
+            return bool(app.control.ping(destination=[name], timeout=0.5))
+        # A broker of its own: Celery's ping answers only through the app's broker, so the
+        # worker's own word is taken (it logs this once it consumes).
+        time.sleep(0.1)
+        return f"{name} ready." in worker.log()
+
+    while not ready():
+        if process.poll() is not None:
+            pytest.fail(f"the Celery worker exited with {process.returncode}:\n{worker.log()}")
+        if time.monotonic() > deadline:
+            _worker_stop(worker)
+            pytest.fail(
+                f"the Celery worker did not answer within {START_TIMEOUT}s:\n{worker.log()}"
+            )
     return worker
 
 

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 from aiosmtpd.controller import Controller
-from django.db import DatabaseError, connection, connections
+from django.db import connection
 from django.utils import timezone
 
 from apps.accounts.models import Membership
@@ -33,8 +33,6 @@ pytestmark = [
     pytest.mark.faults,
     pytest.mark.django_db(transaction=True, databases=["default", "progress"]),
 ]
-
-ALIAS = "throwaway"
 
 
 @pytest.fixture
@@ -64,14 +62,10 @@ def mail():
         server.stop()
 
 
-def wait_for(predicate, timeout: float, *workers, alias: str = "default"):
+def wait_for(predicate, timeout: float, *workers):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except DatabaseError:  # the server is restarting: reconnect on the next try
-            connections[alias].close()
-            value = None
+        value = predicate()
         if value:
             return value
         time.sleep(0.1)
@@ -104,53 +98,39 @@ def test_a_digest_run_cut_by_postgresql_restarting_mails_nobody_twice_and_the_re
 ):
     inbox, env = mail
     throwaway_postgres.copy_test_database(connection.settings_dict)  # the world and the leads
-    connections.settings[ALIAS] = throwaway_postgres.settings_dict(connection.settings_dict)
-    deliveries = Delivery.objects.using(ALIAS)
-    try:
-        worker = celery_worker_factory(env=env, database_url=throwaway_postgres.url)
-        digests_send_task.delay(frequency="weekly", now=SEND_AT.isoformat())
-        wait_for(lambda: len(inbox.recipients) >= 3, 60, worker)
-        throwaway_postgres.restart(down_for=1.0)
-        # The run stopped on the lost database; its task retries later (a minute: backoff).
-        wait_for(lambda: "Retry in" in worker.log(), 60, worker)
-        time.sleep(0.5)  # what the SMTP thread had in hand is sent by now
-        claimed_left = wait_for(
-            lambda: (
-                set(
-                    deliveries.filter(status=Delivery.Status.SENDING).values_list(
-                        "email", flat=True
-                    )
-                )
-                or {"none"}
-            ),
-            30,
-            worker,
-            alias=ALIAS,
-        )
-        received_before = len(inbox.recipients)
-        reached_before = deliveries.count()
+    worker = celery_worker_factory(env=env, database_url=throwaway_postgres.url)
 
-        deliveries.filter(status=Delivery.Status.SENDING).update(
-            claimed_at=timezone.now() - DELIVERY_STALE_AFTER - timedelta(seconds=1)
-        )
-        deliveries_reap_task.delay()
+    def deliveries() -> dict[str, str] | None:
+        rows = throwaway_postgres.query("SELECT email, status FROM digests_delivery")
+        return None if rows is None else dict(rows)
 
-        def settled():
-            statuses = list(deliveries.values_list("status", flat=True))
-            return len(statuses) == LEADS and Delivery.Status.SENDING not in statuses
+    digests_send_task.delay(frequency="weekly", now=SEND_AT.isoformat())
+    wait_for(lambda: len(inbox.recipients) >= 3, 60, worker)
+    throwaway_postgres.restart(down_for=1.0)
+    # The run stopped on the lost database; its task retries later (in a minute: backoff).
+    wait_for(lambda: "Retry in" in worker.log(), 60, worker)
+    time.sleep(0.5)  # what the SMTP thread had in hand is sent by now
+    left = wait_for(deliveries, 30, worker)
+    claimed_left = {email for email, status in left.items() if status == Delivery.Status.SENDING}
+    received_before = len(inbox.recipients)
 
-        wait_for(settled, 60, worker, alias=ALIAS)
-        by_email = {d.email: d.status for d in deliveries}
-    finally:
-        connections[ALIAS].close()
-        del connections[ALIAS]
-        del connections.settings[ALIAS]
+    throwaway_postgres.query(
+        "UPDATE digests_delivery SET claimed_at = %s WHERE status = %s RETURNING id",
+        (timezone.now() - DELIVERY_STALE_AFTER - timedelta(seconds=1), Delivery.Status.SENDING),
+    )
+    deliveries_reap_task.delay()
 
+    def settled():
+        now = deliveries()
+        return now if now and len(now) == LEADS and "sending" not in now.values() else None
+
+    by_email = wait_for(settled, 60, worker)
     assert set(by_email) == leads  # one delivery each, none lost
     assert max(Counter(inbox.recipients).values()) == 1  # nobody mailed twice
     sent = {email for email, status in by_email.items() if status == Delivery.Status.SENT}
     unknown = {email for email, status in by_email.items() if status == Delivery.Status.UNKNOWN}
     assert sent | unknown == leads
     assert sent <= set(inbox.recipients)
-    assert unknown == claimed_left - {"none"}
-    assert len(inbox.recipients) - received_before == LEADS - reached_before
+    assert unknown == claimed_left
+    # The run sent again mailed, once each, everyone the cut one had not claimed.
+    assert len(inbox.recipients) - received_before == LEADS - len(left)

@@ -35,17 +35,17 @@ pytestmark = [
     pytest.mark.django_db(transaction=True, databases=["default", "progress"]),
 ]
 
-LEADS = 24
+LEADS = 30
 
 
 class SlowInbox:
-    """Takes a quarter of a second per message, so that the worker is killed between two."""
+    """Takes a fifth of a second per message, so that the worker is killed between two."""
 
     def __init__(self):
         self.recipients: list[str] = []
 
     async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's name)
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(0.2)
         self.recipients.extend(envelope.rcpt_tos)
         return "250 Message accepted for delivery"
 

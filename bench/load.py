@@ -37,6 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costsite.settings")
+# One key for this process, which makes the sessions, and gunicorn's, which reads them.
+os.environ["DJANGO_SECRET_KEY"] = secrets.token_urlsafe(50)
+os.environ["DJANGO_DEBUG"] = "false"
 PAGES = ["overview", "project page", "waste page", "model page"]
 START_TIMEOUT = 180
 
@@ -98,18 +101,18 @@ def serve(port: int, workers: int, out: Path) -> subprocess.Popen:
     env = {
         **os.environ,
         "DJANGO_DEBUG": "false",
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
         "DJANGO_STATIC_ROOT": str(out / "static"),
         "DATABASE_CONN_MAX_AGE": "600",
         "CELERY_TASK_ALWAYS_EAGER": "true",
     }
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
+    if not (out / "static" / "staticfiles.json").exists():  # collected by an earlier run
+        subprocess.run(
+            [sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+        )
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "bench.load_site:application"]
         + ["--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--timeout", "60"]

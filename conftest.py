@@ -2,7 +2,7 @@
 
 import pytest
 
-pytest_plugins = ["tests.celery_worker"]
+pytest_plugins = ["tests.celery_worker", "tests.servers"]
 
 
 @pytest.fixture(scope="session")

@@ -39,6 +39,30 @@ DEFAULT_SCHEDULES = [
         "every_seconds": 60,
     },
     {
+        # Every minute: the reapers. A run whose worker was killed (SIGKILL, out of memory, a
+        # host lost) keeps its status, and its message comes back only after the broker's
+        # visibility timeout (an hour): a run that stopped beating for ten minutes
+        # (STALE_AFTER, costsite/polling.py), or a queued one that waited as long (its message
+        # lost with a broker that restarted empty), is handed back and enqueued again. Each
+        # tick is one query when nothing is stuck.
+        "name": "billing: hand back stuck import and re-attribution runs",
+        "task": "apps.billing.tasks.billing_runs_reap_task",
+        "every_seconds": 60,
+    },
+    {
+        # Every minute, as above: a findings recompute left stuck is run again.
+        "name": "insights: run stuck recomputes again",
+        "task": "apps.insights.tasks.recompute_runs_reap_task",
+        "every_seconds": 60,
+    },
+    {
+        # Every minute, as above: a digest delivery left sending is marked unknown (it may have
+        # gone out, so it is never sent twice by itself) and its run sends the rest.
+        "name": "digests: settle deliveries left sending",
+        "task": "apps.digests.tasks.deliveries_reap_task",
+        "every_seconds": 60,
+    },
+    {
         # Nightly at 03:30 UTC: recompute every finding over all the data. Imports already
         # recompute their own period (the "spend data changed" port); the nightly pass wakes
         # snoozes that ran out and catches what no import announced (a GPU mapping edited).

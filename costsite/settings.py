@@ -221,6 +221,45 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"
+# A message a worker took and never acknowledged (the worker was killed: acks_late) goes back to
+# the queue this long after it was taken. Longer than any task runs, so a running task is not
+# handed to a second worker (that one would find the work claimed and do nothing anyway); the
+# reapers (costsite/schedules.py) find stuck runs by their heartbeat long before this.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(env("CELERY_VISIBILITY_TIMEOUT", "3600")),
+}
+# One queue per kind of work, each with workers of its own (docker-compose.yml), so that a large
+# import never delays a digest. Every task is named here; tests/costsite/test_celery_routing.py
+# fails on one that is not.
+CELERY_TASK_QUEUES_BY_KIND = {
+    "imports": [
+        "apps.billing.tasks.import_run_execute_task",
+        "apps.billing.tasks.billing_sources_poll_due",
+        "apps.billing.tasks.billing_source_poll_task",
+        "apps.billing.tasks.billing_runs_reap_task",
+        "apps.gpu.tasks.metric_sources_poll_due",
+        "apps.gpu.tasks.metric_source_poll_task",
+        "apps.gpu.tasks.metric_import_execute_task",
+        "apps.trackers.tasks.tracker_sources_poll_due",
+        "apps.trackers.tasks.tracker_source_poll_task",
+    ],
+    "attribution": [
+        "apps.billing.tasks.attribution_refresh_task",
+        "apps.gpu.tasks.gpu_days_rebuild_task",
+    ],
+    "insights": [
+        "apps.insights.tasks.findings_recompute_task",
+        "apps.insights.tasks.recompute_runs_reap_task",
+    ],
+    "digests": [
+        "apps.digests.tasks.digests_send_task",
+        "apps.digests.tasks.alerts_check_task",
+        "apps.digests.tasks.deliveries_reap_task",
+    ],
+}
+CELERY_TASK_ROUTES = {
+    task: {"queue": queue} for queue, tasks in CELERY_TASK_QUEUES_BY_KIND.items() for task in tasks
+}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
 EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -3,8 +3,11 @@
 `celery_worker_process` starts `celery -A costsite worker --pool=solo` as a subprocess pointed at
 the PostgreSQL test database pytest-django created and at the Redis broker the tests' Celery app
 uses (run the tests with `CELERY_BROKER_URL=redis://127.0.0.1:6379/<your db>` to keep to a
-database of your own; its queue is purged first). It waits until the worker answers a ping,
-yields, then stops the worker, and prints the worker's log when the test failed.
+database of your own; its queues are purged first). It consumes every queue of the routing. It
+waits until the worker answers a ping, yields, then stops the worker, and prints the worker's log
+when the test failed. `celery_worker_factory` starts as many as a test needs, each when it asks
+(a second worker after the first was killed), with environment variables, a database and a
+broker of its own (the throwaway servers of tests/servers.py).
 
 The test must be transactional (the fixture brings `transactional_db`): the worker is another
 process and sees only committed rows.
@@ -51,27 +54,25 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-@pytest.fixture
-def celery_worker_process(request, transactional_db, tmp_path):
-    """A Celery worker subprocess on the test database; yields a WorkerProcess."""
-    from django.db import connection
+def _worker_start(
+    *, tmp_path: Path, env: dict[str, str], database_url: str, broker_url: str
+) -> WorkerProcess:
+    """Start a worker and wait until it answers a ping (a failure names why, with its log)."""
+    from django.conf import settings
 
     from costsite.celery import app
 
-    if connection.vendor != "postgresql":
-        pytest.skip("the worker needs the PostgreSQL test database (another process shares it)")
-    broker = app.conf.broker_url
     name = f"test-{uuid.uuid4().hex[:8]}@localhost"
-    log_path = tmp_path / "celery-worker.log"
+    log_path = tmp_path / f"celery-worker-{name.partition('@')[0]}.log"
     env = {
         **os.environ,
-        "DATABASE_URL": _database_url(connection.settings_dict),
-        "CELERY_BROKER_URL": broker,
+        "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": broker_url,
         "CELERY_TASK_ALWAYS_EAGER": "false",
         "DJANGO_SETTINGS_MODULE": "costsite.settings",
         "PYTHONUNBUFFERED": "1",
+        **env,
     }
-    app.control.purge()  # messages an earlier, interrupted run may have left
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [
@@ -85,6 +86,9 @@ def celery_worker_process(request, transactional_db, tmp_path):
                 "--loglevel=INFO",
                 "--without-gossip",
                 "--without-mingle",
+                # Every queue of the routing (costsite/settings.py), and Celery's default one.
+                "--queues",
+                ",".join([*settings.CELERY_TASK_QUEUES_BY_KIND, "celery"]),
                 "-n",
                 name,
             ],
@@ -94,24 +98,80 @@ def celery_worker_process(request, transactional_db, tmp_path):
             stderr=subprocess.STDOUT,
         )
     worker = WorkerProcess(name=name, process=process, log_path=log_path)
+    deadline = time.monotonic() + START_TIMEOUT
+
+    def ready() -> bool:
+        if broker_url == app.conf.broker_url:
+            return bool(app.control.ping(destination=[name], timeout=0.5))
+        # A broker of its own: Celery's ping answers only through the app's broker, so the
+        # worker's own word is taken (it logs this once it consumes).
+        time.sleep(0.1)
+        return f"{name} ready." in worker.log()
+
+    while not ready():
+        if process.poll() is not None:
+            pytest.fail(f"the Celery worker exited with {process.returncode}:\n{worker.log()}")
+        if time.monotonic() > deadline:
+            _worker_stop(worker)
+            pytest.fail(
+                f"the Celery worker did not answer within {START_TIMEOUT}s:\n{worker.log()}"
+            )
+    return worker
+
+
+def _worker_stop(worker: WorkerProcess) -> None:
+    process = worker.process
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+
+
+@pytest.fixture
+def celery_worker_factory(request, transactional_db, tmp_path):
+    """Start Celery worker subprocesses on the test database: `start(env={...})` returns a
+    WorkerProcess (extra environment variables for it in `env`). Every one still running is
+    stopped at the end, and their logs printed if the test failed."""
+    from django.conf import settings
+    from django.db import connection
+
+    from costsite.celery import app
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the worker needs the PostgreSQL test database (another process shares it)")
+    database_url = _database_url(connection.settings_dict)
+    # Messages an earlier, interrupted run may have left, on every queue a worker here consumes.
+    with app.connection_for_write() as broker:
+        for queue in [*settings.CELERY_TASK_QUEUES_BY_KIND, "celery"]:
+            broker.default_channel.queue_purge(queue)
+    workers: list[WorkerProcess] = []
+
+    def start(
+        env: dict[str, str] | None = None,
+        database_url: str = database_url,
+        broker_url: str = app.conf.broker_url,
+    ) -> WorkerProcess:
+        worker = _worker_start(
+            tmp_path=tmp_path, env=env or {}, database_url=database_url, broker_url=broker_url
+        )
+        workers.append(worker)
+        return worker
+
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not app.control.ping(destination=[name], timeout=0.5):
-            if process.poll() is not None:
-                pytest.fail(f"the Celery worker exited with {process.returncode}:\n{worker.log()}")
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"the Celery worker did not answer within {START_TIMEOUT}s:\n{worker.log()}"
-                )
-        yield worker
+        yield start
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
+        for worker in workers:
+            _worker_stop(worker)
         report = getattr(request.node, "celery_worker_report_call", None)
         if report is None or report.failed:
-            print(f"--- Celery worker log ({name}) ---\n{worker.log()}")
+            for worker in workers:
+                print(f"--- Celery worker log ({worker.name}) ---\n{worker.log()}")
+
+
+@pytest.fixture
+def celery_worker_process(celery_worker_factory):
+    """A Celery worker subprocess on the test database; yields a WorkerProcess."""
+    return celery_worker_factory()

@@ -10,11 +10,18 @@ from functools import cache
 from pathlib import Path
 
 import yaml
+from django.conf import settings
 
 from .test_settings import readme_variables
 
 ROOT = Path(__file__).resolve().parent.parent
-APP_SERVICES = ("web", "worker", "beat")
+WORKERS = {
+    "worker-imports": "imports",
+    "worker-attribution": "attribution",
+    "worker-insights": "insights",
+    "worker-digests": "digests",
+}
+APP_SERVICES = ("web", *WORKERS, "beat")
 
 
 @cache
@@ -35,16 +42,34 @@ def compose_config() -> dict:
     return yaml.safe_load(done.stdout)
 
 
-def test_compose_runs_postgres_redis_web_worker_beat_and_mailpit():
+def test_compose_runs_postgres_redis_web_a_worker_per_queue_beat_and_mailpit():
     services = compose_config()["services"]
 
-    assert sorted(services) == ["beat", "mailpit", "postgres", "redis", "web", "worker"]
+    assert sorted(services) == sorted(["beat", "mailpit", "postgres", "redis", "web", *WORKERS])
     assert services["postgres"]["image"].split(":")[1] in {"15", "16"}
     assert "gunicorn costsite.wsgi" in " ".join(services["web"]["command"])
-    assert services["worker"]["command"][:4] == ["celery", "-A", "costsite", "worker"]
     beat = services["beat"]["command"]
     assert beat[:4] == ["celery", "-A", "costsite", "beat"]
     assert "django_celery_beat.schedulers:DatabaseScheduler" in beat
+
+
+def test_each_worker_service_consumes_one_queue_of_the_routing():
+    services = compose_config()["services"]
+
+    for name, queue in WORKERS.items():
+        command = services[name]["command"]
+        assert command[:4] == ["celery", "-A", "costsite", "worker"], name
+        assert command[command.index("--queues") + 1] == queue, name
+    assert sorted(WORKERS.values()) == sorted(settings.CELERY_TASK_QUEUES_BY_KIND)
+
+
+def test_worker_services_scale_having_no_name_port_or_folder_of_their_own():
+    services = compose_config()["services"]
+
+    for name in WORKERS:
+        assert "container_name" not in services[name], name
+        assert "ports" not in services[name], name
+        assert services[name]["volumes"] == services["web"]["volumes"], name
 
 
 def test_web_migrates_and_collects_static_files_before_serving_without_debug():
@@ -60,7 +85,7 @@ def test_worker_and_beat_share_the_web_image_environment_and_drop_folder():
     services = compose_config()["services"]
     web = services["web"]
 
-    for name in ("worker", "beat"):
+    for name in (*WORKERS, "beat"):
         assert services[name]["image"] == web["image"] == "costsite:latest"
         assert services[name]["build"] == web["build"]
         assert services[name]["environment"] == web["environment"]
@@ -83,7 +108,7 @@ def test_the_app_waits_for_healthy_postgres_redis_and_mailpit():
     assert services["web"]["depends_on"] == {
         name: {"condition": "service_healthy"} for name in ("postgres", "redis", "mailpit")
     }
-    for name in ("postgres", "redis", "mailpit", "web", "worker"):
+    for name in ("postgres", "redis", "mailpit", "web", *WORKERS):
         assert services[name]["healthcheck"]["test"], f"{name} has no healthcheck"
 
 

@@ -19,15 +19,21 @@ def ensure() -> None:
 
 def test_migrate_created_every_default_schedule_and_no_other():
     assert sorted(PeriodicTask.objects.values_list("name", "task")) == [
+        (
+            "billing: hand back stuck import and re-attribution runs",
+            "apps.billing.tasks.billing_runs_reap_task",
+        ),
         ("billing: poll due sources", "apps.billing.tasks.billing_sources_poll_due"),
         ("digests: check alerts daily", "apps.digests.tasks.alerts_check_task"),
         ("digests: send daily digests", "apps.digests.tasks.digests_send_task"),
         ("digests: send weekly digests", "apps.digests.tasks.digests_send_task"),
+        ("digests: settle deliveries left sending", "apps.digests.tasks.deliveries_reap_task"),
         ("gpu: poll due metric sources", "apps.gpu.tasks.metric_sources_poll_due"),
         ("insights: recompute findings nightly", "apps.insights.tasks.findings_recompute_task"),
+        ("insights: run stuck recomputes again", "apps.insights.tasks.recompute_runs_reap_task"),
         ("trackers: poll due MLflow sources", "apps.trackers.tasks.tracker_sources_poll_due"),
     ]
-    assert len(DEFAULT_SCHEDULES) == 7
+    assert len(DEFAULT_SCHEDULES) == 10
 
 
 def test_the_nightly_recompute_runs_at_half_past_three_utc():
@@ -80,7 +86,7 @@ def test_ensuring_again_never_changes_a_schedule_an_operator_edited():
 
     tick.refresh_from_db()
     assert (tick.enabled, tick.interval.every) == (False, 120)
-    assert PeriodicTask.objects.count() == 7
+    assert PeriodicTask.objects.count() == len(DEFAULT_SCHEDULES) == 10
 
 
 def test_a_deleted_default_comes_back_on_the_next_migrate():

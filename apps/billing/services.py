@@ -11,10 +11,11 @@ A run whose deliveries are all unchanged rolls back and ends `unchanged`.
 """
 
 import logging
+import time
 from pathlib import Path
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import DatabaseError, InterfaceError, OperationalError, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Max, Min, Q
 from django.db.models.functions import Lower
 from django.utils import timezone
@@ -94,6 +95,32 @@ def import_run_enqueue(*, import_run: ImportRun) -> None:
     task_enqueue_on_commit("apps.billing.tasks.import_run_execute_task", import_run.pk)
 
 
+# How long a run whose database went away keeps trying to hand itself back: a restart of
+# PostgreSQL takes a second or two. Past it, the reaper hands it back once it is stale.
+HAND_BACK_SECONDS = 15.0
+
+
+def _run_hand_back(model, *, pk: int, started_at) -> None:
+    """Queue again a run this process claimed (at `started_at`) and could not finish because
+    the database went away, so that the task's retry claims it at once instead of finding it
+    running. Tried on a fresh connection until the database answers, for HAND_BACK_SECONDS;
+    only this claim is handed back, never a run another worker has claimed since."""
+    deadline = time.monotonic() + HAND_BACK_SECONDS
+    while True:
+        try:
+            if not connection.in_atomic_block:  # never under a caller's transaction
+                connection.close_if_unusable_or_obsolete()  # a broken one: the update reopens
+            model.objects.filter(pk=pk, status=model.Status.RUNNING, started_at=started_at).update(
+                status=model.Status.QUEUED
+            )
+            return
+        except DatabaseError:
+            if time.monotonic() > deadline:
+                logger.exception("%s %s: could not hand the run back", model.__name__, pk)
+                return
+            time.sleep(0.5)
+
+
 def import_run_execute(*, import_run: ImportRun) -> ImportRun:
     """Claim the run and load its files; it ends succeeded, unchanged or failed.
 
@@ -131,10 +158,7 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
         _finish(import_run, ImportRun.Status.FAILED, error=str(exc), results=importer.failed(exc))
     except (OperationalError, InterfaceError):
         # The database went away: hand the run back so that a retry of the task claims it.
-        try:
-            ImportRun.objects.filter(pk=import_run.pk).update(status=ImportRun.Status.QUEUED)
-        except DatabaseError:
-            logger.exception("import run %s: could not hand the run back", import_run.pk)
+        _run_hand_back(ImportRun, pk=import_run.pk, started_at=now)
         raise
     except Exception as exc:
         logger.exception("import run %s failed", import_run.pk)
@@ -142,6 +166,42 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
         _finish(import_run, ImportRun.Status.FAILED, error=error, results=importer.failed(exc))
     import_run.refresh_from_db()
     return import_run
+
+
+def billing_runs_reap(*, now=None) -> list[tuple[str, int]]:
+    """Hand back the import and re-attribution runs that nothing is working on, and enqueue
+    each again: a running run whose process stopped beating for `STALE_AFTER` (a worker killed
+    mid-run), and a queued run that has waited as long (its message lost with a broker that
+    restarted empty). Returns (kind, id) of each.
+
+    Safe however often it runs and beside the workers: each run is handed back with a
+    conditional UPDATE on the heartbeat it was seen with, which also restarts its clock, so a
+    run is enqueued again at most once per `STALE_AFTER`; a message that finds the run claimed
+    (its first one came back too) does nothing.
+    """
+    now = now or timezone.now()
+    cutoff = now - STALE_AFTER
+    reaped = []
+    for kind, model, task in (
+        ("import", ImportRun, "apps.billing.tasks.import_run_execute_task"),
+        ("attribution", AttributionRun, "apps.billing.tasks.attribution_refresh_task"),
+    ):
+        stuck = model.objects.filter(
+            Q(status=model.Status.RUNNING, heartbeat_at__lt=cutoff)
+            | Q(status=model.Status.QUEUED, heartbeat_at__lt=cutoff)
+            | Q(status=model.Status.QUEUED, heartbeat_at=None, created_at__lt=cutoff)
+        )
+        for pk, heartbeat_at in stuck.values_list("pk", "heartbeat_at"):
+            handed_back = (
+                model.objects.filter(pk=pk, heartbeat_at=heartbeat_at)
+                .filter(status__in=[model.Status.RUNNING, model.Status.QUEUED])
+                .update(status=model.Status.QUEUED, heartbeat_at=now)
+            )
+            if handed_back:
+                logger.warning("%s run %s was stuck: handed back and enqueued again", kind, pk)
+                task_enqueue_on_commit(task, pk)
+                reaped.append((kind, pk))
+    return reaped
 
 
 def attribution_schedule(
@@ -208,10 +268,7 @@ def attribution_run_execute(*, attribution_run: AttributionRun) -> AttributionRu
         )
     except (OperationalError, InterfaceError):
         # The database went away: hand the run back so that a retry of the task claims it.
-        try:
-            AttributionRun.objects.filter(pk=run.pk).update(status=AttributionRun.Status.QUEUED)
-        except DatabaseError:
-            logger.exception("attribution run %s: could not hand the run back", run.pk)
+        _run_hand_back(AttributionRun, pk=run.pk, started_at=now)
         raise
     except Exception as exc:
         logger.exception("attribution run %s failed", run.pk)

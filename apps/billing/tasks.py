@@ -41,6 +41,12 @@ def attribution_refresh_task(attribution_run_id: int) -> str:
     return services.attribution_run_execute(attribution_run=attribution_run).status
 
 
+@shared_task
+def billing_runs_reap_task() -> int:
+    """Beat's tick (costsite/schedules.py): enqueue again the runs that nothing works on."""
+    return len(services.billing_runs_reap())
+
+
 # -- billing sources -------------------------------------------------------------------------
 
 SOURCE_POLL_MAX_RETRIES = 4

@@ -8,7 +8,7 @@ import smtplib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from email.utils import make_msgid
 from zoneinfo import ZoneInfo
@@ -26,6 +26,8 @@ from apps.accounts.models import Membership, Organization
 from apps.projects.models import Project
 from apps.spend.filters import Period
 from apps.spend.selectors import SpendScope, data_as_of, last_day_with_data, month_summary
+from costsite.celery import task_enqueue_on_commit
+from costsite.polling import STALE_AFTER
 
 from . import selectors
 from .emails import absolute, email_build, email_message, email_render, unsubscribe_url
@@ -514,6 +516,46 @@ def digests_send(
         finally:
             connection.close()
     return [result for result in results if result is not None]
+
+
+# A delivery claimed this long ago and still sending was left by a worker that died: sending one
+# takes seconds (the one rule of every tracked run, costsite/polling.py).
+DELIVERY_STALE_AFTER = STALE_AFTER
+UNKNOWN_AFTER_STOP = (
+    "The worker sending it stopped (killed, or lost its database) before it recorded the "
+    "outcome: it may have been sent. Look for it in the mail server's log before sending it again."
+)
+
+
+def deliveries_reap(*, now: datetime | None = None) -> list[Delivery]:
+    """Beat's tick: settle the deliveries a dead worker left `sending`, and finish its run.
+
+    Such a mail may or may not have reached the server (it was claimed, perhaps handed over, and
+    never marked), so it becomes `unknown` and is never sent by itself: a digest is never mailed
+    twice. The run it belonged to is sent again for its period: every delivery done is skipped,
+    and the subscribers it had not reached yet get theirs."""
+    now = now or timezone.now()
+    stuck = list(
+        Delivery.objects.filter(
+            status=Delivery.Status.SENDING, claimed_at__lt=now - DELIVERY_STALE_AFTER
+        )
+    )
+    reaped = []
+    for delivery in stuck:
+        settled = Delivery.objects.filter(
+            pk=delivery.pk, status=Delivery.Status.SENDING, claimed_at=delivery.claimed_at
+        ).update(status=Delivery.Status.UNKNOWN, error=UNKNOWN_AFTER_STOP)
+        if settled:
+            logger.warning("Digest delivery %s was left sending: marked unknown", delivery.pk)
+            reaped.append(delivery)
+    # One run per frequency and period: a digest sent on UTC day D covers the days before D
+    # (selectors.period_of), so the run is sent again as of D, whenever the reaper runs.
+    for frequency, period_end in sorted({(d.frequency, d.period_end) for d in reaped}):
+        sent_at = datetime.combine(period_end, time(), tzinfo=UTC)
+        task_enqueue_on_commit(
+            "apps.digests.tasks.digests_send_task", frequency, sent_at.isoformat()
+        )
+    return reaped
 
 
 def digest_preview(*, user, now: datetime | None = None) -> tuple[str, str, str]:

@@ -37,6 +37,12 @@ def alerts_check_task() -> int:
     return len(services.alerts_check())
 
 
+@shared_task(acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=True)
+def deliveries_reap_task() -> int:
+    """Beat's tick (costsite/schedules.py): settle what a dead worker left sending."""
+    return len(services.deliveries_reap())
+
+
 def on_spend_data_changed(*, start: date, end: date, reason: str) -> None:
     """The "spend data changed" port's handler: check the alerts once the change commits."""
     transaction.on_commit(alerts_check_task.delay)

@@ -165,17 +165,50 @@ def _lock_release(holder: str) -> None:
     RecomputeLock.objects.filter(pk=1, holder=holder).update(holder="", heartbeat_at=None)
 
 
-def _beat(holder: str, run: RecomputeRun) -> None:
+def _beat(holder: str, run: RecomputeRun, alias: str) -> None:
+    """The recompute's sign of life. The recompute runs in one transaction, and a heartbeat
+    written inside it would be seen by nobody until the end (a recompute of a long history
+    outlasts STALE_AFTER): on PostgreSQL it goes through the `progress` connection, which
+    commits at once, unless the caller holds a transaction of its own (its claim's row lock
+    would block that connection). Advice there: a beat that fails never fails the recompute."""
     now = timezone.now()
-    RecomputeLock.objects.filter(pk=1, holder=holder).update(heartbeat_at=now)
-    RecomputeRun.objects.filter(pk=run.pk).update(heartbeat_at=now)
+    try:
+        RecomputeLock.objects.using(alias).filter(pk=1, holder=holder).update(heartbeat_at=now)
+        RecomputeRun.objects.using(alias).filter(pk=run.pk).update(heartbeat_at=now)
+    except Exception:
+        if alias == "default":
+            raise
+        logger.warning("Findings recompute #%s: heartbeat not written", run.pk, exc_info=True)
 
 
 def recompute_run_execute(*, recompute_run: RecomputeRun) -> RecomputeRun:
     """Claim the lock and run every queued recompute, oldest first; a run found running with a
     stale heartbeat (its process died) is queued again first. Without the lock, return: the
     holder drains the queue, this run included, before it lets go (and looks again after)."""
-    holder = f"recompute-{recompute_run.pk}-{timezone.now().timestamp()}"
+    recompute_queue_drain(holder=f"recompute-{recompute_run.pk}-{timezone.now().timestamp()}")
+    recompute_run.refresh_from_db()
+    return recompute_run
+
+
+def recompute_runs_reap(*, now: datetime | None = None) -> int:
+    """Beat's tick: when a recompute is stuck (running with a heartbeat older than STALE_AFTER,
+    its process killed; or queued as long, its message lost), take the lock and drain the queue,
+    that run first. Returns how many runs were stuck. Nothing to do when none is: the tick
+    costs one query. A live holder keeps the lock, and drains the queue itself."""
+    cutoff = (now or timezone.now()) - STALE_AFTER
+    stuck = RecomputeRun.objects.filter(
+        Q(status=RecomputeRun.Status.RUNNING)
+        & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
+        | Q(status=RecomputeRun.Status.QUEUED, created_at__lt=cutoff)
+    ).count()
+    if stuck:
+        logger.warning("%s findings recompute(s) stuck: draining the queue", stuck)
+        recompute_queue_drain(holder=f"reaper-{timezone.now().timestamp()}")
+    return stuck
+
+
+def recompute_queue_drain(*, holder: str) -> None:
+    """Run every queued recompute under the lock, as `holder`; see recompute_run_execute."""
     while _lock_claim(holder):
         try:
             RecomputeRun.objects.filter(
@@ -203,14 +236,17 @@ def recompute_run_execute(*, recompute_run: RecomputeRun) -> RecomputeRun:
             _lock_release(holder)
         if not RecomputeRun.objects.filter(status=RecomputeRun.Status.QUEUED).exists():
             break
-    recompute_run.refresh_from_db()
-    return recompute_run
 
 
 def _execute(run: RecomputeRun, holder: str) -> None:
+    alias = "default"
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        alias = "progress"
     try:
         with transaction.atomic():
-            summary = _recompute(start=run.start, end=run.end, beat=lambda: _beat(holder, run))
+            summary = _recompute(
+                start=run.start, end=run.end, beat=lambda: _beat(holder, run, alias)
+            )
     except Exception as error:
         logger.exception("Findings recompute #%s failed", run.pk)
         RecomputeRun.objects.filter(pk=run.pk).update(

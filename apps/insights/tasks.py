@@ -28,6 +28,12 @@ def findings_recompute_task(
     return run.status
 
 
+@shared_task(acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=True)
+def recompute_runs_reap_task() -> int:
+    """Beat's tick (costsite/schedules.py): run the recomputes a killed worker left stuck."""
+    return services.recompute_runs_reap()
+
+
 def on_spend_data_changed(*, start: date, end: date, reason: str) -> None:
     """The "spend data changed" port's handler: recompute the period once the change commits."""
     transaction.on_commit(

@@ -340,12 +340,14 @@ class RollupAccumulator:
         if not self._storage:
             return
         rows = storage_group(pa.concat_tables(self._storage))
+        kept = rows.slice(0, 0)
         if delivery_ids is not None:
-            rows = rows.filter(
-                pc.is_in(rows["delivery_id"], value_set=pa.array(delivery_ids, pa.int64()))
-            )
+            # Only these deliveries are settled: the others' sums wait for their own write.
+            wanted = pc.is_in(rows["delivery_id"], value_set=pa.array(delivery_ids, pa.int64()))
+            rows, kept = rows.filter(wanted), rows.filter(pc.invert(wanted))
         copy_table(DailyStorageCost._meta.db_table, rows.select(STORAGE_COLUMNS))
-        self._storage, self._storage_rows = [], 0
+        self._storage = [kept] if kept.num_rows else []
+        self._storage_rows = kept.num_rows
 
     def add(self, lines: pa.Table) -> None:
         if not lines.num_rows:

@@ -12,7 +12,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 from django.core.cache import cache
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Max, Q, QuerySet, Sum
 
 from apps.billing.models import DailyStorageCost
 from apps.billing.storage import DataClass, UsageClass
@@ -216,43 +216,37 @@ class Bucket:
 
 def fastest_buckets(*, scope: StorageScope, end: date, limit: int = 10) -> list[Bucket]:
     """Buckets and volumes by bytes added per week over the last four weeks (last week's average
-    against the week four weeks before)."""
-    now = (end - timedelta(days=7), end)
+    against the week four weeks before), summed per bucket in the database. A bucket of several
+    data classes or projects shows the last of them by name."""
+    now = end - timedelta(days=7)
     before = (end - timedelta(days=35), end - timedelta(days=28))
-    found: dict[str, dict] = {}
+    week = DAY_SECONDS * 7
     rows = (
         scope.rows()
         .filter(STORAGE, day__gte=before[0], day__lt=end)
         .exclude(resource_id="")
-        .values("resource_id", "day", "project__name", "data_class")
-        .annotate(stored=Sum("stored_byte_seconds"), spend=Sum("effective_cost"))
+        .values("resource_id")
+        .annotate(
+            now=Sum("stored_byte_seconds", filter=Q(day__gte=now), default=0),
+            before=Sum("stored_byte_seconds", filter=Q(day__lt=before[1]), default=0),
+            spend=Sum("effective_cost", filter=Q(day__gte=now), default=0),
+            project_name=Max("project__name"),
+            data_class=Max("data_class"),
+        )
         .order_by()
     )
-    for row in rows:
-        bucket = found.setdefault(
-            row["resource_id"],
-            {"now": Decimal(0), "before": Decimal(0), "spend": Decimal(0), "classes": {}},
-        )
-        held = row["stored"] / DAY_SECONDS / 7
-        if now[0] <= row["day"] < now[1]:
-            bucket["now"] += held
-            bucket["spend"] += row["spend"]
-        elif before[0] <= row["day"] < before[1]:
-            bucket["before"] += held
-        bucket["project"] = row["project__name"] or ""
-        bucket["classes"][row["data_class"]] = bucket["classes"].get(row["data_class"], 0) + held
     buckets = [
         Bucket(
-            resource_id=key,
-            project=value.get("project", ""),
-            data_class=max(value["classes"], key=value["classes"].get),
-            bytes_now=value["now"],
-            bytes_before=value["before"],
-            spend=value["spend"],
+            resource_id=row["resource_id"],
+            project=row["project_name"] or "",
+            data_class=row["data_class"],
+            bytes_now=row["now"] / week,
+            bytes_before=row["before"] / week,
+            spend=row["spend"],
         )
-        for key, value in found.items()
+        for row in rows
+        if row["now"] > row["before"]
     ]
-    buckets = [b for b in buckets if b.growth_per_week > 0]
     buckets.sort(key=lambda b: (-b.growth_per_week, b.resource_id))
     return buckets[:limit]
 

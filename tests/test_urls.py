@@ -456,6 +456,7 @@ ACCESS = {
     "gpu_host_mapping_edit": "lead",
     "gpu_host_mapping_delete": "lead",
     "unattributed": "lead",
+    "storage": "member",
     "unattributed_export": "lead",
     "unattributed_claim": "lead",
     "gpu_source_list": "lead",  # leads read the sources; staff change them

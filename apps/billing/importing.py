@@ -39,6 +39,7 @@ from .models import (
     CostLineItem,
     DailyCost,
     DailyResourceCost,
+    DailyStorageCost,
     Delivery,
     ImportRun,
     MonthlyCost,
@@ -578,6 +579,7 @@ def delivery_drop_lines(*, delivery: Delivery) -> None:
     DailyCost.objects.filter(delivery_id=delivery.pk).delete()
     MonthlyCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyResourceCost.objects.filter(delivery_id=delivery.pk).delete()
+    DailyStorageCost.objects.filter(delivery_id=delivery.pk).delete()
 
 
 # -- re-attribution --------------------------------------------------------------------------

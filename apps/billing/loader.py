@@ -5,6 +5,7 @@ attributed while the server loads this one; at most two batches are in memory.
 """
 
 import contextlib
+import json
 import threading
 from collections.abc import Iterable
 from datetime import UTC
@@ -18,8 +19,17 @@ from django.db import connection
 from django.db.models import Case, Count, DecimalField, F, Max, Sum, Value, When
 from django.db.models.functions import Coalesce, Lower, TruncDate, TruncMonth
 
-from .models import CostLineItem, DailyCost, DailyResourceCost, Delivery, MonthlyCost
+from .models import (
+    CostLineItem,
+    DailyCost,
+    DailyResourceCost,
+    DailyStorageCost,
+    Delivery,
+    MonthlyCost,
+)
 from .normalise import DEC, HOUR_UNITS, TEXT_SUFFIX
+from .storage import STORAGE_LINE_COLUMNS, StorageFacts, storage_rows
+from .storage import group as storage_group
 
 NAIVE = pa.timestamp("us")
 SECONDS = pa.timestamp("s")
@@ -32,6 +42,7 @@ def _columns(model) -> list[str]:
 LINE_COLUMNS = _columns(CostLineItem)
 DAILY_COLUMNS = _columns(DailyCost)
 RESOURCE_COLUMNS = _columns(DailyResourceCost)
+STORAGE_COLUMNS = _columns(DailyStorageCost)
 _LINE_FIELDS = {f.column: f for f in CostLineItem._meta.concrete_fields}
 # Text columns stored as '' rather than NULL (Django's convention for blank text).
 BLANK_TEXT = {
@@ -304,11 +315,39 @@ class RollupAccumulator:
     MERGE_AT = 20_000  # fresh partial rows merged into the running sums
     FLUSH_AT = 400_000  # running sums written out and started again
 
-    def __init__(self):
+    def __init__(self, storage_facts: StorageFacts | None = None):
         self._days: dict[object, pa.Table] = {}
         self._fresh: dict[object, list[pa.Table]] = {}
         self._fresh_rows = 0
         self._codes = {name: _Codes() for name in FINE_KEYS if name in TEXT_KEYS}
+        # The storage rollup's sums: storage and network lines only, few after grouping.
+        self._storage_facts = storage_facts
+        self._storage: list[pa.Table] = []
+        self._storage_rows = 0
+
+    def _add_storage(self, lines: pa.Table) -> None:
+        if self._storage_facts is None:
+            self._storage_facts = StorageFacts.load()
+        rows = storage_rows(lines, self._storage_facts)
+        if rows.num_rows:
+            self._storage.append(rows)
+            self._storage_rows += rows.num_rows
+        if len(self._storage) > 1 and self._storage_rows > self.MERGE_AT:
+            self._storage = [storage_group(pa.concat_tables(self._storage))]
+            self._storage_rows = self._storage[0].num_rows
+
+    def _write_storage(self, delivery_ids: list[int] | None) -> None:
+        if not self._storage:
+            return
+        rows = storage_group(pa.concat_tables(self._storage))
+        kept = rows.slice(0, 0)
+        if delivery_ids is not None:
+            # Only these deliveries are settled: the others' sums wait for their own write.
+            wanted = pc.is_in(rows["delivery_id"], value_set=pa.array(delivery_ids, pa.int64()))
+            rows, kept = rows.filter(wanted), rows.filter(pc.invert(wanted))
+        copy_table(DailyStorageCost._meta.db_table, rows.select(STORAGE_COLUMNS))
+        self._storage = [kept] if kept.num_rows else []
+        self._storage_rows = kept.num_rows
 
     def add(self, lines: pa.Table) -> None:
         if not lines.num_rows:
@@ -334,6 +373,7 @@ class RollupAccumulator:
             }
         )
         partial = _sum(fine, FINE_KEYS, FINE_SUMS)
+        self._add_storage(lines)
         days = pc.unique(partial["day"]).to_pylist()
         for day in days:
             part = partial if len(days) == 1 else partial.filter(pc.equal(partial["day"], day))
@@ -359,6 +399,7 @@ class RollupAccumulator:
         """Write the sums of every delivery so far and start again."""
         self._merge()
         self._write(list(self._days.values()))
+        self._write_storage(None)
         self._days = {}
         self._codes = {name: _Codes() for name in self._codes}
 
@@ -369,6 +410,7 @@ class RollupAccumulator:
         self._write(
             [t.filter(pc.is_in(t["delivery_id"], value_set=wanted)) for t in self._days.values()]
         )
+        self._write_storage(delivery_ids)
 
     def _write(self, days: list[pa.Table]) -> None:
         """Cut both rollups from the sums, day by day, and copy them out in modest batches."""
@@ -426,6 +468,7 @@ def rollups_rebuild(*, delivery_id: int, start=None, end=None) -> None:
         resource = resource.filter(day__gte=start.date(), day__lt=end.date())
     daily.delete()
     resource.delete()
+    storage_rebuild(delivery_id=delivery_id, start=start, end=end)
     money = DecimalField(max_digits=38, decimal_places=15)
     zero = Value(Decimal(0), output_field=money)
     day = TruncDate("charge_period_start", tzinfo=UTC)
@@ -465,6 +508,82 @@ def rollups_rebuild(*, delivery_id: int, start=None, end=None) -> None:
         )
         .order_by(),
     )
+
+
+def storage_rebuild(*, delivery_id: int, start=None, end=None, facts=None) -> None:
+    """Recompute one delivery's storage rollup rows (for days in [start, end)).
+
+    The storage and network lines are summed per day and wording in the database first (hourly
+    lines become daily sums: far fewer rows), then classified as an import does."""
+    rows = DailyStorageCost.objects.filter(delivery_id=delivery_id)
+    if start is not None:
+        rows = rows.filter(day__gte=start.date(), day__lt=end.date())
+    rows.delete()
+    delivery = Delivery.objects.get(pk=delivery_id)
+    table = f"{CostLineItem._meta.db_table}"
+    where = ["delivery_id = %s", "cost_kind IN ('storage', 'network')"]
+    params: list = [delivery_id]
+    if delivery.last_line_id:
+        where.append("id > %s AND id <= %s")
+        params += [delivery.first_line_id, delivery.last_line_id]
+    if start is not None:
+        where.append("charge_period_start >= %s AND charge_period_start < %s")
+        params += [start, end]
+    write_storage_from_sql(table, " AND ".join(where), params, facts or StorageFacts.load())
+
+
+def write_storage_from_sql(table: str, where: str, params: list, facts: StorageFacts) -> int:
+    """Group lines of `table` matching `where` per day and wording in SQL, classify, write.
+
+    Shared by the rebuild and by the migration that backfilled the storage rollup."""
+    grouped = ", ".join(c for c in STORAGE_LINE_COLUMNS if c not in SUMMED)
+    sql = (
+        f"SELECT {grouped}, date_trunc('day', charge_period_start AT TIME ZONE 'UTC') AS day0, "
+        "SUM(effective_cost), SUM(billed_cost), SUM(consumed_quantity), SUM(pricing_quantity), "
+        f"COUNT(*) FROM {table} WHERE {where} "
+        f"GROUP BY {grouped}, day0"
+    )
+    names = [c for c in STORAGE_LINE_COLUMNS if c not in SUMMED]
+    written = 0
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while batch := cursor.fetchmany(50_000):
+            columns = list(zip(*batch, strict=True))
+            data = {name: list(columns[i]) for i, name in enumerate(names)}
+            offset = len(names)
+            data["charge_period_start"] = [d.replace(tzinfo=UTC) for d in columns[offset]]
+            for i, name in enumerate(
+                ["effective_cost", "billed_cost", "consumed_quantity", "pricing_quantity"]
+            ):
+                data[name] = pa.array(columns[offset + 1 + i], DEC)
+            data["line_items"] = pa.array(columns[offset + 5], pa.int64())
+            for name in ("tags", "extra"):
+                data[name] = [
+                    v if isinstance(v, str) or v is None else _json(v) for v in data[name]
+                ]
+            lines = pa.table(
+                {
+                    **{k: pa.array(v) for k, v in data.items() if not isinstance(v, pa.Array)},
+                    **{k: v for k, v in data.items() if isinstance(v, pa.Array)},
+                }
+            )
+            rows = storage_rows(lines, facts)
+            copy_table(DailyStorageCost._meta.db_table, rows.select(STORAGE_COLUMNS))
+            written += rows.num_rows
+    return written
+
+
+SUMMED = {
+    "effective_cost",
+    "billed_cost",
+    "consumed_quantity",
+    "pricing_quantity",
+    "charge_period_start",
+}
+
+
+def _json(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 MONTHLY_SUMS = ["effective_cost", "billed_cost", "list_cost", "consumed_hours", "line_items"]

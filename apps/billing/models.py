@@ -579,3 +579,56 @@ class DailyResourceCost(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.resource_id}"
+
+
+class DailyStorageCost(models.Model):
+    """UTC day × what is stored or moved: the storage and network lines, with their bytes.
+
+    Keys: the attribution, the data class (tags, else the owner: an experiment's storage holds
+    checkpoints, a deployment's the artefacts, else unclassified), the model (a model tag, else
+    the owner's model), the usage class (object, block, file, vector database; internet egress,
+    between regions, zones or providers), the bucket or volume (resource id, '' where the line has
+    none: most transfers) and a transfer's source and destination region ("unknown" where the
+    export does not say). Quantities: byte-seconds stored (a day's sum / 86,400 is the bytes
+    stored that day) and bytes moved, converted by each provider's byte base (billing.storage).
+
+    Per delivery, like DailyCost: aggregate.
+    """
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    experiment = models.ForeignKey(
+        "experiments.Experiment", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    deployment = models.ForeignKey(
+        "deployments.Deployment", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    model = models.ForeignKey(
+        "deployments.Model", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    data_class = models.CharField(max_length=20)
+    usage_class = models.CharField(max_length=20)
+    provider_name = models.CharField(max_length=200, blank=True)
+    region_id = models.CharField(max_length=100, blank=True)
+    resource_id = models.CharField(max_length=1000, blank=True)
+    transfer_from = models.CharField(max_length=100, blank=True)
+    transfer_to = models.CharField(max_length=100, blank=True)
+    billing_currency = models.CharField(max_length=10)
+    effective_cost = models.DecimalField(**MONEY)
+    billed_cost = models.DecimalField(**MONEY)
+    stored_byte_seconds = models.DecimalField(max_digits=38, decimal_places=6, default=0)
+    moved_bytes = models.DecimalField(max_digits=38, decimal_places=6, default=0)
+    line_items = models.BigIntegerField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["day"], name="dailystorage_day_idx"),
+            models.Index(fields=["project", "day"], name="dailystorage_project_day_idx"),
+            models.Index(fields=["model", "day"], name="dailystorage_model_day_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.usage_class} {self.data_class} {self.resource_id}"

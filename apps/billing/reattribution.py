@@ -27,6 +27,7 @@ from .loader import (
     line_days,
     monthly_rebuild,
     rollups_rebuild,
+    storage_rebuild,
 )
 from .models import (
     AttributionRun,
@@ -178,6 +179,10 @@ def _refresh_delivery(
             end=(_day_start(max(days)) + timedelta(days=1)).date(),
             reason="reattribution",
         )
+    elif keys is None:
+        # A run over all history follows an alias change: an alias of the data class or model
+        # dimension moves no owner but changes the storage rollup's keys.
+        storage_rebuild(delivery_id=delivery_id, start=start, end=end)
     return changed
 
 

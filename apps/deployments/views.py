@@ -1,4 +1,5 @@
 import copy
+from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -11,7 +12,8 @@ from django.urls import reverse
 from apps.deployments.selectors import deployment_for_user, model_for_user, models_visible_to
 from apps.insights.selectors import findings_section
 from apps.projects.selectors import project_for_user
-from apps.spend.sections import deployment_spend, model_spend, request_organization
+from apps.spend.sections import deployment_spend, model_spend, request_organization, today
+from apps.spend.storage import model_storage
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
@@ -52,6 +54,12 @@ def model_detail(request: HttpRequest, model_pk: int) -> HttpResponse:
                 selectors.model_experiments(model=model, user=request.user), RUNS_PER_PAGE
             ).get_page(request.GET.get("runs")),
             "deployments": selectors.model_deployments(model=model, user=request.user),
+            "storage": model_storage(
+                model=model,
+                currency=request_organization(request).currency,
+                start=today() - timedelta(days=90),
+                end=today(),
+            ),
         },
     )
 

@@ -53,7 +53,8 @@ class Project(models.Model):
 
 
 class TagKeyAlias(models.Model):
-    """A tag key that names a project, experiment or deployment (e.g. `ml-project`, `user:project`).
+    """A tag key that names a project, experiment or deployment (e.g. `ml-project`, `user:project`),
+    or a stored object's data class or model (billing.storage reads those two).
 
     Keys are compared without case and surrounding spaces, as real exports vary in both.
     """
@@ -62,6 +63,8 @@ class TagKeyAlias(models.Model):
         PROJECT = "project", "Project"
         EXPERIMENT = "experiment", "Experiment"
         DEPLOYMENT = "deployment", "Deployment"
+        DATA_CLASS = "data_class", "Data class"
+        MODEL = "model", "Model"
 
     dimension = models.CharField(max_length=20, choices=Dimension.choices)
     key = models.CharField(max_length=200)

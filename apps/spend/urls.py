@@ -2,11 +2,12 @@
 
 from django.urls import path
 
-from . import views
+from . import views, views_storage
 
 urlpatterns = [
     path("spend.csv", views.overview_export, name="overview_export"),
     path("unattributed/", views.unattributed, name="unattributed"),
+    path("storage/", views_storage.storage_page, name="storage"),
     path("unattributed/spend.csv", views.unattributed_export, name="unattributed_export"),
     path("unattributed/claim/", views.unattributed_claim, name="unattributed_claim"),
     path("projects/<slug:slug>/spend.csv", views.project_spend_export, name="project_spend_export"),

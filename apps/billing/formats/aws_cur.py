@@ -108,6 +108,11 @@ EXTRA = {
     "line_item_operation": "x_Operation",
     "line_item_line_item_type": "x_LineItemType",
     "pricing_term": "x_PricingTerm",
+    # Where a transfer goes (billing.storage): location names, and newer exports' region codes.
+    "product_from_location": "x_FromLocation",
+    "product_to_location": "x_ToLocation",
+    "product_from_region_code": "x_FromRegionCode",
+    "product_to_region_code": "x_ToRegionCode",
 }
 
 CHARGE_CATEGORY = {

@@ -18,6 +18,7 @@ from django.db import connection
 from django.db.models import Case, Count, DecimalField, F, Max, Sum, Value, When
 from django.db.models.functions import Coalesce, Lower, TruncDate, TruncMonth
 
+from .model_api_rollup import ModelApiRollup, model_api_rollup_rebuild
 from .models import CostLineItem, DailyCost, DailyResourceCost, Delivery, MonthlyCost
 from .normalise import DEC, HOUR_UNITS, TEXT_SUFFIX
 
@@ -309,10 +310,12 @@ class RollupAccumulator:
         self._fresh: dict[object, list[pa.Table]] = {}
         self._fresh_rows = 0
         self._codes = {name: _Codes() for name in FINE_KEYS if name in TEXT_KEYS}
+        self.model_api = ModelApiRollup()
 
     def add(self, lines: pa.Table) -> None:
         if not lines.num_rows:
             return
+        self.model_api.add(lines)
         zero = pa.scalar(Decimal(0), DEC)
         units = pc.utf8_lower(pc.fill_null(lines["consumed_unit"], ""))
         hours = pc.if_else(
@@ -365,6 +368,7 @@ class RollupAccumulator:
     def write(self, *, delivery_ids: list[int]) -> None:
         """Insert the sums of these deliveries' lines into the rollup tables."""
         self._merge()
+        self.model_api.write(delivery_ids=delivery_ids)
         wanted = pa.array(delivery_ids, pa.int64())
         self._write(
             [t.filter(pc.is_in(t["delivery_id"], value_set=wanted)) for t in self._days.values()]
@@ -426,6 +430,7 @@ def rollups_rebuild(*, delivery_id: int, start=None, end=None) -> None:
         resource = resource.filter(day__gte=start.date(), day__lt=end.date())
     daily.delete()
     resource.delete()
+    model_api_rollup_rebuild(delivery_id=delivery_id, start=start, end=end)
     money = DecimalField(max_digits=38, decimal_places=15)
     zero = Value(Decimal(0), output_field=money)
     day = TruncDate("charge_period_start", tzinfo=UTC)

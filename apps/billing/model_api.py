@@ -280,13 +280,14 @@ class ModelApiColumns:
         for value in unit_codes.dictionary.to_pylist():
             if value not in self._units:
                 self._units[value] = unit_multiplier(value)
-            factors.append(self._units[value])
-        factor = pc.take(pa.array(factors, DEC), unit_codes.indices)
+            factor = self._units[value]
+            factors.append(None if factor is None else float(factor))
+        factor = pc.take(pa.array(factors, pa.float64()), unit_codes.indices)
         if unit.null_count:
-            factor = pc.if_else(pc.is_null(unit), pa.scalar(Decimal(1), DEC), factor)
-        tokens = pc.cast(
-            pc.round(pc.multiply_checked(out["consumed_quantity"], factor), 0), DEC, safe=False
-        )
+            factor = pc.if_else(pc.is_null(unit), 1.0, factor)
+        # Counts of whole tokens: a float product rounds back exactly (below 2**53).
+        product = pc.round(pc.multiply(pc.cast(out["consumed_quantity"], pa.float64()), factor))
+        tokens = pc.cast(pc.cast(product, pa.int64()), DEC)
         tokens = pc.if_else(
             pc.and_(is_api, pc.not_equal(pc.fill_null(direction, OTHER), OTHER)),
             tokens,

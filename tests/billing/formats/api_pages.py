@@ -184,10 +184,13 @@ LITELLM_COLUMNS = [
 ]
 
 
+KEY = "88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b"
+
+
 def litellm_rows() -> list[dict]:
     base = {
         "call_type": "acompletion",
-        "api_key": "88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b",
+        "api_key": KEY,
         "model_group": "gpt-4o",
         "custom_llm_provider": "openai",
         "user": "ana",

@@ -42,7 +42,7 @@ def gateway(acme, tmp_path):
 
 
 def table_rows(html: str) -> list[list[str]]:
-    body = html.split("id=\"model-api\"", 1)[1].split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    body = html.split('id="model-api"', 1)[1].split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     rows = re.findall(r"<tr>(.*?)</tr>", body, re.S)
     return [
         [

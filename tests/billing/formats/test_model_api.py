@@ -2,6 +2,7 @@
 loaded as model API lines with exact money, tokens, models and directions; deliveries per
 provider account and month; requests never counted twice; errors that name the JSON path."""
 
+import gzip
 import json
 from decimal import Decimal
 
@@ -249,3 +250,12 @@ def test_truncated_json_pages_are_refused_whole(acme, tmp_path):
     assert run.status == ImportRun.Status.FAILED
     assert run.results[0]["error"].startswith("costs.json: is not a readable page of JSON: ")
     assert CostLineItem.objects.count() == 0
+
+
+def test_gzipped_pages_read_as_the_plain_ones(acme, tmp_path):
+    plain = pages.write_json(tmp_path / "costs.json", pages.openai_costs_page())
+    zipped = tmp_path / "costs.json.gz"
+    zipped.write_bytes(gzip.compress(plain.read_bytes()))
+    run = run_import(zipped)
+    assert run.status == ImportRun.Status.SUCCEEDED, run.error
+    assert (run.format, run.billed_cost) == ("openai_costs", {"USD": "3.91"})

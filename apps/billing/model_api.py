@@ -10,8 +10,9 @@ Two ways in:
   still model API spend, with the model `unknown` and the direction `other`.
 
 Tokens of a cloud line come from its consumed quantity and unit: `1K tokens` and `1M tokens`
-multiply, a unit that counts tokens (or none) is taken as it is, anything else (hours of cache
-storage, model units) leaves the tokens empty.
+multiply, a unit that counts tokens (or none, or Azure's `Units` once its pack size is taken out
+of Quantity) is taken as it is, anything else (hours of cache storage, model units) leaves the
+tokens empty.
 """
 
 import re
@@ -183,6 +184,7 @@ def cloud_parse(service: str, usage_type: str, description: str, sub_category: s
 
 
 CANDIDATE_SERVICE = re.compile(r"bedrock|foundry|cognitive|openai|vertex", re.IGNORECASE)
+TOKEN_USAGE = re.compile(r"token", re.IGNORECASE)
 
 
 def unit_multiplier(unit: str | None) -> Decimal | None:
@@ -227,18 +229,18 @@ class ModelApiColumns:
         service = out.get("service_name")
         if service is None or not length:
             return empty
-        services = pc.unique(service).to_pylist()
-        gateway = self._gateway_lines(out)
-        if (
-            gateway is None
-            and not any(s and CANDIDATE_SERVICE.search(s) for s in services)
-            and not any(name.strip().lower() == "x_usagetype" for name in extras)
-        ):
-            return empty
         usage = next(
             (clean(a) for n, a in extras.items() if n.strip().lower() == "x_usagetype"),
             pa.nulls(length, pa.string()),
         )
+        gateway = self._gateway_lines(out)
+        # Most batches of a cloud bill hold no model service: look at distinct values only.
+        if (
+            gateway is None
+            and not any(s and CANDIDATE_SERVICE.search(s) for s in pc.unique(service).to_pylist())
+            and not any(u and TOKEN_USAGE.search(u) for u in pc.unique(usage).to_pylist())
+        ):
+            return empty
         sub_category = next(
             (
                 clean(a)

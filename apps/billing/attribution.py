@@ -46,6 +46,8 @@ SPLIT_COLUMNS = (
     "consumed_quantity",
     "pricing_quantity",
     "commitment_discount_quantity",
+    "tokens",
+    "requests",
 )
 ATTRIBUTION_COLUMNS = ("project_id", "experiment_id", "deployment_id", "workload", "attributed_by")
 DIMENSIONS = ("project", "experiment", "deployment")
@@ -281,7 +283,12 @@ class Attributor:
             pc.if_else(
                 pc.equal(lines["cost_kind"], CostKind.NETWORK.value),
                 Workload.NETWORK.value,
-                Workload.OTHER.value,
+                pc.if_else(
+                    # Tokens bought from a hosted model are inference, unless a rule says not.
+                    pc.equal(lines["cost_kind"], CostKind.MODEL_API.value),
+                    Workload.INFERENCE.value,
+                    Workload.OTHER.value,
+                ),
             ),
         )
         workload = pc.coalesce(

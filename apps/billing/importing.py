@@ -23,6 +23,7 @@ from apps.projects.ports import spend_data_changed
 from .attribution import Attributor
 from .errors import (
     BillingFileError,
+    BillingRowError,
     MissingColumnError,
     SourceValueError,
 )
@@ -38,6 +39,7 @@ from .models import (
     BillingSource,
     CostLineItem,
     DailyCost,
+    DailyModelApiCost,
     DailyResourceCost,
     DailyStorageCost,
     Delivery,
@@ -293,6 +295,8 @@ class _Importer:
             self.sink.pause()
         except BaseException as exc:
             self.sink.pause(failure=exc)
+            if isinstance(exc, BillingRowError) and source.kind == "json":
+                raise source.json_row_error(exc) from None  # named by its JSON path
             raise
         if first_row == source.first_row:
             raise source.fail("has a header but no rows" if first_row == 2 else "has no rows")
@@ -580,6 +584,7 @@ def delivery_drop_lines(*, delivery: Delivery) -> None:
     MonthlyCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyResourceCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyStorageCost.objects.filter(delivery_id=delivery.pk).delete()
+    DailyModelApiCost.objects.filter(delivery_id=delivery.pk).delete()
 
 
 # -- re-attribution --------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from django.db import connection
 from django.db.models import Case, Count, DecimalField, F, Max, Sum, Value, When
 from django.db.models.functions import Coalesce, Lower, TruncDate, TruncMonth
 
+from .model_api_rollup import ModelApiRollup, model_api_rollup_rebuild
 from .models import (
     CostLineItem,
     DailyCost,
@@ -324,6 +325,7 @@ class RollupAccumulator:
         self._storage_facts = storage_facts
         self._storage: list[pa.Table] = []
         self._storage_rows = 0
+        self.model_api = ModelApiRollup()
 
     def _add_storage(self, lines: pa.Table) -> None:
         if self._storage_facts is None:
@@ -352,6 +354,7 @@ class RollupAccumulator:
     def add(self, lines: pa.Table) -> None:
         if not lines.num_rows:
             return
+        self.model_api.add(lines)
         zero = pa.scalar(Decimal(0), DEC)
         units = pc.utf8_lower(pc.fill_null(lines["consumed_unit"], ""))
         hours = pc.if_else(
@@ -406,6 +409,7 @@ class RollupAccumulator:
     def write(self, *, delivery_ids: list[int]) -> None:
         """Insert the sums of these deliveries' lines into the rollup tables."""
         self._merge()
+        self.model_api.write(delivery_ids=delivery_ids)
         wanted = pa.array(delivery_ids, pa.int64())
         self._write(
             [t.filter(pc.is_in(t["delivery_id"], value_set=wanted)) for t in self._days.values()]
@@ -469,6 +473,7 @@ def rollups_rebuild(*, delivery_id: int, start=None, end=None) -> None:
     daily.delete()
     resource.delete()
     storage_rebuild(delivery_id=delivery_id, start=start, end=end)
+    model_api_rollup_rebuild(delivery_id=delivery_id, start=start, end=end)
     money = DecimalField(max_digits=38, decimal_places=15)
     zero = Value(Decimal(0), output_field=money)
     day = TruncDate("charge_period_start", tzinfo=UTC)

@@ -18,6 +18,17 @@ class CostKind(models.TextChoices):
     CPU_COMPUTE = "cpu_compute", "CPU compute"
     STORAGE = "storage", "Storage"
     NETWORK = "network", "Network"
+    MODEL_API = "model_api", "Model API"
+    OTHER = "other", "Other"
+
+
+class TokenDirection(models.TextChoices):
+    """What a model API line's tokens are: the provider prices each direction on its own."""
+
+    INPUT = "input", "Input"
+    CACHED_INPUT = "cached_input", "Cached input"
+    CACHE_WRITE = "cache_write", "Cache write"
+    OUTPUT = "output", "Output"
     OTHER = "other", "Other"
 
 
@@ -433,6 +444,15 @@ class CostLineItem(models.Model):
     gpu_count = models.PositiveIntegerField(null=True)
     tags = models.JSONField(default=dict)
     extra = models.JSONField(default=dict, help_text="Provider columns (x_*) kept from the source.")
+    # Model API spend (cost kind model_api): columns here rather than a side table, because a
+    # nullable column costs a COPY next to nothing on the lines that leave it empty (one `,,`),
+    # while a side table would need a second COPY stream, ids handed back from the first and a
+    # join on every page. The key or project billed is the line's ResourceId (so unmapped keys
+    # are unattributed resources, claimable as any) and its SubAccountId.
+    model = models.CharField(max_length=200, blank=True)
+    token_direction = models.CharField(max_length=20, choices=TokenDirection.choices, blank=True)
+    tokens = models.DecimalField(**QUANTITY, null=True)
+    requests = models.DecimalField(**QUANTITY, null=True)
 
     project = models.ForeignKey(
         "projects.Project",
@@ -632,3 +652,37 @@ class DailyStorageCost(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.usage_class} {self.data_class} {self.resource_id}"
+
+
+class DailyModelApiCost(models.Model):
+    """UTC day × owner × provider × model × token direction of model API lines, per delivery:
+    what the pages read for spend by model, tokens and cost per million tokens. Aggregate."""
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    deployment = models.ForeignKey(
+        "deployments.Deployment", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    workload = models.CharField(max_length=20, choices=Workload.choices)
+    provider_name = models.CharField(max_length=200, blank=True)
+    resource_id = models.CharField(max_length=1000, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    token_direction = models.CharField(max_length=20, choices=TokenDirection.choices, blank=True)
+    billing_currency = models.CharField(max_length=10)
+    effective_cost = models.DecimalField(**MONEY)
+    billed_cost = models.DecimalField(**MONEY)
+    tokens = models.DecimalField(**QUANTITY, default=0)
+    requests = models.DecimalField(**QUANTITY, default=0)
+    line_items = models.BigIntegerField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["day"], name="dailymodelapi_day_idx"),
+            models.Index(fields=["project", "day"], name="dailymodelapi_project_day_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.provider_name} {self.model} {self.token_direction}"

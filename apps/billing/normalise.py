@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from .errors import BillingRowError
 from .focus_spec import COLUMNS, OPEN_ENUMS, Column
+from .model_api import ModelApiColumns
 from .models import CostKind, CostLineItem
 
 if TYPE_CHECKING:  # formats import this module: no import of theirs at run time
@@ -169,6 +170,7 @@ class FocusNormaliser:
         self._usage_types: dict[str, str | None] = {}
         self._gpu_types: dict[str, bool] = {}
         self._source_index: list[int] | None = None
+        self._model_api = ModelApiColumns()
 
     def _clean(self, array: pa.Array) -> pa.Array:
         return clean_strings(array, spelled_nulls=self.spelled_nulls)
@@ -253,6 +255,8 @@ class FocusNormaliser:
         out["instance_type"] = instance_type
         out["gpu_count"] = gpu_count
         out["cost_kind"] = self._cost_kind(out["service_category"], instance_type, gpu_count)
+        # Model API spend (hosted APIs, and the clouds' model services): model, tokens, kind.
+        out.update(self._model_api.columns(arrays, extras, out, length, self._clean))
         for name, array in extras.items():
             self._refuse_nul(name, array, first_row)
         out["extra"] = self._extra_json(extras, length)

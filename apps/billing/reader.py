@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
-from .errors import BillingFileError
+from . import json_pages
+from .errors import BillingFileError, BillingRowError
 
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
@@ -69,14 +70,18 @@ class SourceFile:
     """One file, inspected: its kind, header and size. Rows come from `batches()`."""
 
     path: Path
-    kind: str  # csv, gzip, parquet or ndjson (newline-delimited JSON, plain or gzip)
+    kind: str  # csv, gzip, parquet, ndjson (newline-delimited JSON) or json (API pages)
     header: list[str]
     size: int
     parquet_rows: int | None = None
     gzipped: bool = False
     sha256: str = ""
     bytes_read: int = 0
+    json_shape: str = ""  # json: the page shape (json_pages.SHAPES)
     _columns: list[str] = field(default_factory=list)
+    # json: the JSON path of each row of the batch being read, and the batch's first row number.
+    _json_paths: list[str] = field(default_factory=list)
+    _json_first: int = 1
 
     @property
     def label(self) -> str:
@@ -85,7 +90,18 @@ class SourceFile:
     @property
     def first_row(self) -> int:
         """The number of the first data row: CSV's header is row 1; NDJSON has none."""
-        return 1 if self.kind == "ndjson" else 2
+        return 1 if self.kind in ("ndjson", "json") else 2
+
+    def json_row_error(self, exc: BillingRowError) -> BillingRowError:
+        """A row error of a JSON page file said by the JSON path of the value."""
+        index = exc.row - self._json_first
+        if not 0 <= index < len(self._json_paths):
+            return exc
+        path = f"{self._json_paths[index]}.{exc.column}"
+        message = str(exc).split(f"column {exc.column}: ", 1)[-1]
+        error = BillingRowError(self.label, exc.row, exc.column, exc.value, "")
+        error.args = (f"{self.label}: {path} (record {exc.row}): {message}",)
+        return error
 
     def fail(self, problem: str) -> BillingFileError:
         return BillingFileError(self.label, problem)
@@ -96,6 +112,8 @@ class SourceFile:
             yield from self._parquet_batches(columns, rows)
         elif self.kind == "ndjson":
             yield from self._ndjson_batches(columns, rows)
+        elif self.kind == "json":
+            yield from self._json_batches(columns, rows)
         else:
             yield from self._csv_batches(columns, rows)
 
@@ -303,6 +321,38 @@ class SourceFile:
         self.sha256 = hasher.hexdigest()
         self.bytes_read = self.size
 
+    def _json_batches(self, columns: list[str], rows: int) -> Iterator[pa.RecordBatch]:
+        """The rows of saved API pages (json_pages), every value as text."""
+        hasher = _Hasher(self.path)
+        values: dict[str, list] = {name: [] for name in columns}
+        paths: list[str] = []
+        number = 0
+        try:
+            for path, flat in json_pages.records(self.path, self.gzipped, self.json_shape):
+                for name in columns:
+                    values[name].append(flat.get(name))
+                paths.append(path)
+                number += 1
+                if len(paths) == rows:
+                    self._json_paths, self._json_first = paths, number - len(paths) + 1
+                    yield _text_batch(values, columns)
+                    values = {name: [] for name in columns}
+                    paths = []
+            if paths:
+                self._json_paths, self._json_first = paths, number - len(paths) + 1
+                yield _text_batch(values, columns)
+        except (ValueError, json_pages.ijson.JSONError) as exc:  # ijson's and the shape's
+            hasher.cancelled.set()
+            raise self.fail(f"is not a readable page of JSON: {exc}") from exc
+        except (OSError, EOFError, zlib.error) as exc:
+            hasher.cancelled.set()
+            raise self.fail("is a truncated or corrupt gzip file") from exc
+        except BaseException:
+            hasher.cancelled.set()
+            raise
+        self.sha256 = hasher.hexdigest()
+        self.bytes_read = self.size
+
     def _parquet_batches(self, columns: list[str], rows: int) -> Iterator[pa.RecordBatch]:
         hasher = _Hasher(self.path)
         try:
@@ -486,6 +536,16 @@ def source_inspect(path: str | Path) -> SourceFile:
         )
     kind = "gzip" if magic[:2] == GZIP_MAGIC else "csv"
     text = _text_sample(path, kind, label)
+    if text.lstrip()[:1] in ("{", "["):
+        shape = json_pages.sniff(path, kind == "gzip")
+        if shape is not None:
+            try:
+                names = json_pages.header(path, kind == "gzip", shape)
+            except (ValueError, json_pages.ijson.JSONError) as exc:
+                raise BillingFileError(label, f"is not a readable page of JSON: {exc}") from exc
+            if not names:
+                raise BillingFileError(label, "is a page of JSON without rows")
+            return SourceFile(path, "json", names, size, gzipped=kind == "gzip", json_shape=shape)
     first_line = text.split("\n", 1)[0]
     if first_line.lstrip().startswith("{"):
         # Newline-delimited JSON: the first record's (flattened) fields are the header.

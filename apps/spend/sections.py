@@ -26,6 +26,7 @@ from costsite.charts import Chart
 from . import selectors
 from .charts import spend_over_time_chart
 from .filters import Period, SpendFilterForm, SpendFilters, preset_period, spend_filters_from
+from .model_api import ModelApiSpend, model_api_spend
 
 MOVERS = 5  # per kind on a page; the CSV has every change
 # The costliest runs listed; the CSV lists them all. The model page lists every run that produced
@@ -111,6 +112,7 @@ class ProjectSpend(SpendSection):
     experiment_costs: selectors.ExperimentCosts
     deployment_costs: list[selectors.DeploymentCost]
     breakdown: dict[str, list[selectors.BreakdownRow]]
+    model_api: ModelApiSpend
     experiment_movers: list[selectors.Change]
     deployment_movers: list[selectors.Change]
 
@@ -141,6 +143,7 @@ def project_spend(*, project: Project, params: QueryDict, currency: str) -> Proj
         experiment_costs=selectors.experiment_costs(scope=scope, period=period, limit=PROJECT_RUNS),
         deployment_costs=selectors.deployment_costs(scope=scope, period=period),
         breakdown=selectors.spend_breakdown(scope=scope, period=period),
+        model_api=model_api_spend(scope=scope, period=period),
         experiment_movers=changes.experiment_movers(MOVERS) if period.previous else [],
         deployment_movers=changes.deployment_movers(MOVERS) if period.previous else [],
     )
@@ -153,6 +156,7 @@ def project_spend(*, project: Project, params: QueryDict, currency: str) -> Proj
 class ModelSpend(SpendSection):
     experiment_costs: selectors.ExperimentCosts
     deployment_costs: list[selectors.DeploymentCost]
+    model_api: ModelApiSpend
 
 
 def model_spend(*, model: Model, user, params: QueryDict, currency: str) -> ModelSpend:
@@ -181,6 +185,7 @@ def model_spend(*, model: Model, user, params: QueryDict, currency: str) -> Mode
             scope=scope, period=filters.period, limit=MODEL_RUNS
         ),
         deployment_costs=selectors.deployment_costs(scope=scope, period=filters.period),
+        model_api=model_api_spend(scope=scope, period=filters.period),
     )
 
 
@@ -248,6 +253,7 @@ class DeploymentSpend(SpendSection):
     deployment_cost: selectors.DeploymentCost | None
     gpu_hours: float | None
     cost_per_gpu_hour: Decimal | None
+    model_api: ModelApiSpend
 
 
 def deployment_spend(
@@ -272,6 +278,7 @@ def deployment_spend(
         cost_per_gpu_hour=cost.amount / _decimal(cost.gpu_hours)
         if cost and cost.gpu_hours
         else None,
+        model_api=model_api_spend(scope=scope, period=filters.period),
     )
 
 

@@ -33,6 +33,7 @@ from .charts import pareto_chart, spend_over_time_chart
 from .csv_export import csv_response, range_refused
 from .filters import SpendFilters, spend_filters_from
 from .forms import ClaimForm
+from .model_api import model_api_spend
 from .sections import (
     MOVERS,
     owner_filters,
@@ -124,6 +125,7 @@ def overview_context(request: HttpRequest) -> dict:
         projects=projects,
         projects_chart=pareto_chart(pareto=projects, currency=scope.currency, id="project-pareto"),
         models=changes.models,
+        model_api=model_api_spend(scope=scope, period=period),
         models_chart=pareto_chart(
             pareto=changes.models, currency=scope.currency, id="model-pareto"
         ),

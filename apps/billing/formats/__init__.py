@@ -7,11 +7,15 @@ module with a `BillingFormat` subclass and add it to `FORMATS` below.
 A CUR delivery (a manifest and its parts) is read part by part into one delivery.
 """
 
+from .anthropic import AnthropicCostFormat, AnthropicUsageFormat
 from .aws_cur import AwsCur2Format, AwsCurFormat, AwsCurParquetFormat
 from .azure import AzureEaFormat, AzureMcaFormat
 from .base import BillingFormat, ColumnMap
 from .focus import FocusFormat
 from .gcp import GcpFormat
+from .litellm import LiteLlmSpendLogsFormat
+from .openai import OpenAiCostsFormat, OpenAiUsageFormat
+from .openrouter import OpenRouterActivityFormat, OpenRouterGenerationFormat
 
 # Detection asks each in turn. FOCUS comes last: Azure's headers share three of its column names
 # (BillingAccountId, BillingAccountName, BillingCurrency); the others look for their own.
@@ -24,6 +28,14 @@ FORMATS: dict[str, BillingFormat] = {
         GcpFormat(),
         AzureEaFormat(),
         AzureMcaFormat(),
+        # Hosted model APIs (saved JSON pages; LiteLLM's spend logs as CSV too).
+        OpenAiCostsFormat(),
+        OpenAiUsageFormat(),
+        AnthropicCostFormat(),
+        AnthropicUsageFormat(),
+        LiteLlmSpendLogsFormat(),
+        OpenRouterGenerationFormat(),
+        OpenRouterActivityFormat(),
         FocusFormat(),
     )
 }

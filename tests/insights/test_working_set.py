@@ -5,6 +5,7 @@ through it on PostgreSQL (their hand-computed figures are its check that no kind
 these say what it holds and that it is gone afterwards."""
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.db import connection
@@ -101,3 +102,27 @@ def test_a_recompute_drops_its_working_set_so_lines_loaded_after_it_count_next_t
     support.refresh_from_db()
     assert support.wasted == {"USD": "15.5"}
     assert RecomputeRun.objects.latest("pk").summary["working_set"]["lines"] == 2
+
+
+def test_a_recompute_again_writes_only_the_hours_that_changed(bill):
+    """(A subject under the unattributed threshold is still written and dropped each time: the
+    threshold is applied after its hours are stored.)"""
+    services.findings_recompute()
+    again = services.findings_recompute().summary["kinds"]
+    assert (again[Kind.IDLE_GPU]["hours_written"], again[Kind.IDLE_GPU]["hours_deleted"]) == (
+        0,
+        0,
+    )
+    # i-a's 10:00 line from 4.00 to 8.00: 8.00 × 45/60 + 4.00 × 30/60 = 6.00 + 2.00.
+    CostLineItem.objects.filter(
+        resource_id="i-a",
+        cost_kind=CostKind.GPU_COMPUTE,
+        charge_period_start=at("2025-03-10 10:00"),
+    ).update(effective_cost=Decimal("8.00"))
+    changed = services.findings_recompute().summary["kinds"]
+    assert (changed[Kind.IDLE_GPU]["hours_written"], changed[Kind.IDLE_GPU]["hours_deleted"]) == (
+        1,
+        1,
+    )
+    assert changed[Kind.IDLE_GPU]["hours"] == again[Kind.IDLE_GPU]["hours"]
+    assert Finding.objects.get(kind=Kind.IDLE_GPU, subject_key="i-a").wasted == {"USD": "8"}

@@ -121,7 +121,6 @@ def main() -> None:
         ),
         "findings": again["findings"],
         "findings_by_kind": {kind: found.get(kind, 0) for kind in Kind.values},
-        "working_set": {"first": first.get("working_set"), "again": again.get("working_set")},
         "seconds_by_kind": {
             kind: {"first": first["kinds"][kind]["seconds"], "again": counts["seconds"]}
             for kind, counts in again["kinds"].items()

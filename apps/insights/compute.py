@@ -24,6 +24,8 @@ from apps.gpu.selectors import gpu_resolutions
 
 HOUR = timedelta(hours=1)
 PLACES = Decimal("1e-15")  # the scale money is stored with
+# CUR's fee lines of reservations and savings plans, whose positive cost is the unused part.
+CUR_UNUSED_LINE_TYPES = ("RIFee", "SavingsPlanRecurringFee")
 
 
 def tail(resource_id: str) -> str:
@@ -472,60 +474,3 @@ def unattributed_sql(cursor, *, start: date | None, end: date | None) -> dict[st
         params,
     )
     return {}
-
-
-# -- The lines a recompute reads, in one scan (PostgreSQL) ---------------------------------------
-#
-# The line table has no index but its primary key (apps/billing/models.py: it is loaded with
-# COPY), so every kind's read of it is a scan of the whole bill: eleven of them a recompute. On
-# PostgreSQL a recompute first copies the lines any kind reads (the union of their conditions
-# below) into a temporary table of the same name, which PostgreSQL's temporary schema puts ahead
-# of the real table for this connection: every kind's read, in the ORM or in SQL, then reads that
-# subset (a fraction of the bill) unchanged. It is dropped at the end of the recompute. A kind
-# that starts to read other lines must widen WORKING_SET_CONDITION, or its read finds nothing
-# (tests/insights/test_sql.py runs every kind through it against the Python path on SQLite).
-
-LINES_TABLE = CostLineItem._meta.db_table
-# CUR's fee lines of reservations and savings plans, whose positive cost is the unused part.
-CUR_UNUSED_LINE_TYPES = ("RIFee", "SavingsPlanRecurringFee")
-# What each kind reads: GPU compute (idle_gpu, part 2, right_size, the levers), lines without a
-# project (unattributed), every line of a run (failed, stalled and no-small runs), commitments'
-# lines and the CUR fee lines of unused ones (unused_commitment and its use over time), and the
-# last 30 days' storage (cheaper_region's warning; %s is that day, or a date nothing precedes).
-WORKING_SET_CONDITION = f"""
-    cost_kind = '{CostKind.GPU_COMPUTE}'
-    OR project_id IS NULL
-    OR experiment_id IS NOT NULL
-    OR commitment_discount_id <> ''
-    OR commitment_discount_status = 'Unused'
-    OR extra ->> 'x_LineItemType' IN ({", ".join(f"'{name}'" for name in CUR_UNUSED_LINE_TYPES)})
-    OR (cost_kind = '{CostKind.STORAGE}' AND charge_period_start >= %s)
-"""
-STORAGE_DAYS = 31  # a day more than the levers' 30, whatever the hour of "data as of"
-
-
-def working_set_create(cursor, *, as_of: datetime | None) -> int:
-    """Copy the lines every kind reads into a temporary table that stands for the line table
-    on this connection until `working_set_drop`; returns how many lines it holds."""
-    cursor.execute("SELECT current_schema()")
-    (schema,) = cursor.fetchone()
-    storage_from = (
-        as_of - timedelta(days=STORAGE_DAYS)
-        if as_of is not None
-        else datetime(9999, 1, 1, tzinfo=UTC)
-    )
-    cursor.execute(
-        f'CREATE TEMPORARY TABLE {LINES_TABLE} (LIKE "{schema}".{LINES_TABLE} INCLUDING DEFAULTS)'
-    )
-    cursor.execute(
-        f"""INSERT INTO pg_temp.{LINES_TABLE}
-            SELECT * FROM "{schema}".{LINES_TABLE} WHERE {WORKING_SET_CONDITION}""",
-        [storage_from],
-    )
-    copied = cursor.rowcount
-    cursor.execute(f"ANALYZE pg_temp.{LINES_TABLE}")
-    return copied
-
-
-def working_set_drop(cursor) -> None:
-    cursor.execute(f"DROP TABLE IF EXISTS pg_temp.{LINES_TABLE}")

@@ -229,12 +229,6 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
     as_of = data_as_of()
     kinds = {}
     on_postgresql = connection.vendor == "postgresql"
-    if on_postgresql:
-        # One scan of the bill for every kind (compute.working_set_create says how).
-        clock = time.perf_counter()
-        with connection.cursor() as cursor:
-            lines = compute.working_set_create(cursor, as_of=as_of)
-        summary["working_set"] = {"lines": lines, "seconds": round(time.perf_counter() - clock, 3)}
     for kind, hours_of in KIND_HOURS.items():
         beat()
         clock = time.perf_counter()
@@ -244,11 +238,6 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
         else:
             kinds[kind] = _kind_store(kind=kind, subjects=hours_of(start=start, end=end), **context)
         kinds[kind]["seconds"] = round(time.perf_counter() - clock, 3)
-    if on_postgresql:
-        # Dropped here, not at commit: inside a caller's transaction (a test's) it would still
-        # stand for the line table after the recompute.
-        with connection.cursor() as cursor:
-            compute.working_set_drop(cursor)
     summary["kinds"] = kinds
     summary["findings"] = {
         status: Finding.objects.filter(status=status).count() for status in Status.values

@@ -24,6 +24,8 @@ from apps.gpu.selectors import gpu_resolutions
 
 HOUR = timedelta(hours=1)
 PLACES = Decimal("1e-15")  # the scale money is stored with
+# CUR's fee lines of reservations and savings plans, whose positive cost is the unused part.
+CUR_UNUSED_LINE_TYPES = ("RIFee", "SavingsPlanRecurringFee")
 
 
 def tail(resource_id: str) -> str:

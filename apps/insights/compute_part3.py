@@ -24,7 +24,15 @@ from apps.billing.models import CostKind, CostLineItem
 from apps.experiments.models import Experiment, MetricPoint
 from apps.spend.selectors import data_as_of
 
-from .compute import PLACES, HourFigure, SubjectHours, _hours_of, _lines, _window
+from .compute import (
+    CUR_UNUSED_LINE_TYPES,
+    PLACES,
+    HourFigure,
+    SubjectHours,
+    _hours_of,
+    _lines,
+    _window,
+)
 from .models import GpuInstancePrice, InsightsSettings, Kind
 
 LEVER_DAYS = 30
@@ -34,7 +42,6 @@ MIN_REGION_GAP = Decimal("0.01")
 # The CUR carries an unused commitment as the fee line of a reservation (RIFee: its unused
 # upfront and recurring fee) or a savings plan (SavingsPlanRecurringFee: commitment − used);
 # FOCUS and the Azure export say CommitmentDiscountStatus = Unused.
-CUR_UNUSED_LINE_TYPES = ("RIFee", "SavingsPlanRecurringFee")
 TRAINING_KINDS = (Experiment.Kind.TRAINING, Experiment.Kind.FINE_TUNING)
 # Per-run overrides: experiment tags with these names.
 TAG_LOSS_METRIC = "loss_metric"

@@ -41,7 +41,7 @@ def backfill(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("billing", "0007_t17_delivery_usage_as_of"),
+        ("billing", "0008_model_api_spend"),
         ("deployments", "0003_traffichour"),
         ("experiments", "0003_metricpoint"),
         ("projects", "0002_tag_key_alias_data_class_and_model"),

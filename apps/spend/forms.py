@@ -11,6 +11,7 @@ from apps.billing.services_attribution import Claim, pattern_regex
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
 from apps.projects.models import AllocationRule, Project, Workload
+from apps.projects.selectors import project_usual_workload
 from costsite.forms import SiteForm
 from costsite.patterns import matches_every_id
 
@@ -46,7 +47,8 @@ class ClaimForm(SiteForm):
         required=False,
         label="Workload",
         help_text="What the spend is for. Left empty, it follows the experiment or deployment "
-        "it goes to; on the project alone it comes from the service (GPU compute reads as Other).",
+        "it goes to; on the project alone, GPU compute counts as the project's usual workload "
+        "(that of most of its registered runs and deployments), the rest by its service.",
     )
 
     def __init__(self, *args, projects: QuerySet[Project], **kwargs):
@@ -136,7 +138,19 @@ class ClaimForm(SiteForm):
             what = f"{claim.resources} resource{plural} matching “{rule.pattern}”"
         amounts = [money(amount, code) for code, amount in claim.amounts.items()]
         moved = " and ".join(amounts) if amounts else money(0, currency)
-        return (
+        message = (
             f"Assigned {what} to the {kind} “{target}”: {moved} of unattributed spend moves "
             "there, all history included. The pages show it once re-attribution has run."
         )
+        if target == rule.project and not rule.workload:
+            usual = project_usual_workload(project=rule.project)
+            if usual:
+                label = Workload(usual).label.lower()
+                message += f" Its GPU compute is counted as {label}: the project's usual workload."
+            else:
+                message += (
+                    " Its GPU compute is counted as other: the project has no registered runs or "
+                    "deployments to take a usual workload from (choose a workload to say what it "
+                    "is for)."
+                )
+        return message

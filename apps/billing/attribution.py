@@ -15,7 +15,10 @@ The order (DESIGN.md, Attribution):
 4. The rest is unattributed.
 
 Workload: the owner's (an experiment's kind; a deployment serves inference), else a rule's, else
-storage or network by cost kind, else other; a line without a project is `unattributed`.
+storage or network by cost kind, else other; a line without a project is `unattributed`. GPU
+compute that a rule gives a project alone without a workload counts as the project's usual
+workload (`projects.models.usual_workload`: most of its registered runs and deployments), as a
+GPU box claimed for a project is what the project trains (or serves) on, not "other".
 
 Everything runs on whole columns; Python only looks at distinct tag sets and at lines several
 owners shared.
@@ -31,7 +34,7 @@ import pyarrow.compute as pc
 
 from apps.deployments.models import Deployment, DeploymentResource
 from apps.experiments.models import Experiment, ExperimentResource
-from apps.projects.models import AllocationRule, Project, TagKeyAlias, Workload
+from apps.projects.models import AllocationRule, Project, TagKeyAlias, Workload, usual_workload
 
 from .models import AttributedBy, CostKind
 
@@ -105,6 +108,7 @@ class Rule:
     experiment_id: int | None
     deployment_id: int | None
     workload: str | None
+    gpu_workload: str | None = None  # for GPU compute lines: the project's usual workload
 
 
 class Attributor:
@@ -136,6 +140,9 @@ class Attributor:
         self._rule_experiment = pa.array([r.experiment_id for r in rules], pa.int64())
         self._rule_deployment = pa.array([r.deployment_id for r in rules], pa.int64())
         self._rule_workload = pa.array([r.workload for r in rules], pa.string())
+        self._rule_gpu_workload = pa.array(
+            [r.workload or r.gpu_workload for r in rules], pa.string()
+        )
 
     @classmethod
     def load(cls) -> "Attributor":
@@ -192,6 +199,9 @@ class Attributor:
         )
 
         experiment_workloads = {o.experiment_id: o.workload for o in owners if o.experiment_id}
+        registered: dict[int, list[str]] = {}
+        for owner in owners:
+            registered.setdefault(owner.project_id, []).append(owner.workload)
         rules = []
         for rule in AllocationRule.objects.order_by("priority", "pk"):
             workload = rule.workload or None
@@ -207,6 +217,9 @@ class Attributor:
                     rule.experiment_id,
                     rule.deployment_id,
                     workload,
+                    None
+                    if workload or rule.experiment_id or rule.deployment_id
+                    else usual_workload(registered.get(rule.project_id, ())),
                 )
             )
         return cls(
@@ -291,9 +304,12 @@ class Attributor:
                 ),
             ),
         )
-        workload = pc.coalesce(
-            pc.take(self._owner_workload, owner), pc.take(self._rule_workload, rule), by_kind
+        rule_workload = pc.if_else(
+            pc.equal(lines["cost_kind"], CostKind.GPU_COMPUTE.value),
+            pc.take(self._rule_gpu_workload, rule),
+            pc.take(self._rule_workload, rule),
         )
+        workload = pc.coalesce(pc.take(self._owner_workload, owner), rule_workload, by_kind)
         workload = pc.if_else(pc.is_null(project), Workload.UNATTRIBUTED.value, workload)
         by = pc.if_else(
             pc.or_(pc.is_valid(tag_project), pc.is_valid(tag_owner)),

@@ -1,7 +1,8 @@
 """GPU metrics for the demo organisation, written as the files real collectors leave behind.
 
-For every instance registered on an experiment or a deployment, for the part of its window in the
-last days, the GPUs it has report what their run would make them do:
+For every instance registered on an experiment or a deployment, over its whole window in the
+demo's span (the full demo: the 88 days its runs and bill cover; the small one, for tests: two
+days), the GPUs it has report what their run would make them do:
   - training and fine-tuning runs keep their GPUs busy (85-97%), except one data-starved run whose
     GPUs wait on the input pipeline, near 30%;
   - notebooks are used for an hour or two after they start, then sit idle for days;
@@ -12,6 +13,10 @@ organisation's time zone as a host set to it would write them); deployments are 
 Prometheus, one query_range response per metric per day, with an `instance_id` label; running
 training runs also leave a dcgm-exporter scrape (its file time is when it was taken). Two
 workstations nobody registered report too, so the mapping page has hosts to map.
+
+The last two weeks are sampled every five minutes; older days every half hour, as an archive that
+keeps fewer points would (so the seed stays quick, and every hour still has samples). Prometheus
+answers come one query_range response per metric per week.
 
 Every file imports with the defaults of `import_gpu_metrics`. Deterministic for a given database
 and moment: a fixed seed, values from the resource ids.
@@ -54,17 +59,21 @@ PULL_METRICS = (
 )
 UNREGISTERED_HOSTS = ("ml-workstation-07", "ml-workstation-12")
 SEED = 6
+HISTORY_DAYS = 88  # seed.DEMO_HISTORY_DAYS: the span the runs and the bill cover
+PULL_CHUNK = timedelta(days=7)  # one query_range response per metric per week
 
 
 @dataclass(frozen=True)
 class Scale:
     days: int  # how far back the metrics reach
-    step_seconds: int  # one sample per GPU every step
+    step_seconds: int  # one sample per GPU every step, in the recent days
     max_gpus: int  # per instance
+    recent_days: int  # sampled every step_seconds; older days every old_step_seconds
+    old_step_seconds: int
 
 
-FULL = Scale(days=14, step_seconds=300, max_gpus=8)
-SMALL = Scale(days=2, step_seconds=900, max_gpus=2)
+FULL = Scale(days=HISTORY_DAYS, step_seconds=300, max_gpus=8, recent_days=14, old_step_seconds=1800)
+SMALL = Scale(days=2, step_seconds=900, max_gpus=2, recent_days=2, old_step_seconds=900)
 
 
 @dataclass(frozen=True)
@@ -180,9 +189,19 @@ def _boxes(*, scale: Scale, now: datetime) -> list[Box]:
     return boxes
 
 
-def _moments(box: Box, step: int) -> np.ndarray:
-    first = -(-int(box.start.timestamp()) // step) * step
-    return np.arange(first, int(box.end.timestamp()), step, dtype=np.float64)
+def _grid(start: float, end: float, step: int) -> np.ndarray:
+    first = -(-int(start) // step) * step
+    return np.arange(first, end, step, dtype=np.float64)
+
+
+def _moments(box: Box, scale: Scale, now: datetime) -> np.ndarray:
+    """The box's sample times: every old_step_seconds before the recent days, then every
+    step_seconds (both on whole multiples of their step, as a collector's timer would be)."""
+    recent = (now - timedelta(days=scale.recent_days)).timestamp()
+    start, end = box.start.timestamp(), float(int(box.end.timestamp()))
+    older = _grid(start, min(end, recent), scale.old_step_seconds)
+    newer = _grid(max(start, recent), end, scale.step_seconds)
+    return np.concatenate([older, newer])
 
 
 def _readings(box: Box, index: int, moments: np.ndarray) -> dict[str, np.ndarray]:
@@ -197,11 +216,13 @@ def _readings(box: Box, index: int, moments: np.ndarray) -> dict[str, np.ndarray
     return {"util": util, "used": used, "total": total, "power": np.round(power, 2), "name": name}
 
 
-def _write_smi(path: Path, boxes: list[Box], step: int, zone: zoneinfo.ZoneInfo) -> None:
+def _write_smi(
+    path: Path, boxes: list[Box], scale: Scale, now: datetime, zone: zoneinfo.ZoneInfo
+) -> None:
     with path.open("w") as out:
         out.write(SMI_FIELDS + "\n")
         for box in boxes:
-            moments = _moments(box, step)
+            moments = _moments(box, scale, now)
             for index in range(box.gpus):
                 values = _readings(box, index, moments)
                 uuid = _uuid(box.resource_id or box.host, index)
@@ -215,17 +236,17 @@ def _write_smi(path: Path, boxes: list[Box], step: int, zone: zoneinfo.ZoneInfo)
                     )
 
 
-def _write_prometheus(directory: Path, boxes: list[Box], step: int, now: datetime) -> list[Path]:
+def _write_prometheus(directory: Path, boxes: list[Box], scale: Scale, now: datetime) -> list[Path]:
     paths = []
-    series_of = {
-        (box, index): (_moments(box, step), _readings(box, index, _moments(box, step)))
-        for box in boxes
-        for index in range(box.gpus)
-    }
+    series_of = {}
+    for box in boxes:
+        moments = _moments(box, scale, now)
+        for index in range(box.gpus):
+            series_of[(box, index)] = (moments, _readings(box, index, moments))
     since = min(box.start for box in boxes)
     day = since.replace(hour=0, minute=0, second=0, microsecond=0)
     while day < now:
-        day_end = min(day + timedelta(days=1), now)
+        day_end = min(day + PULL_CHUNK, now)
         for metric in PULL_METRICS:
             result = []
             for box in boxes:
@@ -271,7 +292,7 @@ def _write_prometheus(directory: Path, boxes: list[Box], step: int, now: datetim
                     )
                 )
                 paths.append(path)
-        day += timedelta(days=1)
+        day += PULL_CHUNK
     return paths
 
 
@@ -318,12 +339,12 @@ def demo_gpu_metrics_write(
     runs = [box for box in boxes if box.behaviour != "daily"]
     for number, first in enumerate(range(0, len(runs), 8), start=1):
         path = directory / f"nvidia-smi-{number:02d}.csv"
-        _write_smi(path, runs[first : first + 8], scale.step_seconds, zone)
+        _write_smi(path, runs[first : first + 8], scale, now, zone)
         paths.append(path)
 
     serving = [box for box in boxes if box.behaviour == "daily"]
     if serving:
-        paths += _write_prometheus(directory, serving, scale.step_seconds, now)
+        paths += _write_prometheus(directory, serving, scale, now)
 
     running = [box for box in runs if box.behaviour in ("busy", "starved") and box.end >= now]
     if running:

@@ -1,3 +1,6 @@
+from collections import Counter
+from collections.abc import Iterable
+
 from django.conf import settings
 from django.db import models
 
@@ -13,6 +16,23 @@ class Workload(models.TextChoices):
     NETWORK = "network", "Network"
     OTHER = "other", "Other"
     UNATTRIBUTED = "unattributed", "Unattributed"
+
+
+# The workloads a project's runs and deployments have, in the order that breaks a tie.
+RUN_WORKLOADS = (Workload.TRAINING, Workload.FINE_TUNING, Workload.INFERENCE, Workload.DEVELOPMENT)
+
+
+def usual_workload(workloads: Iterable[str]) -> str | None:
+    """A project's usual workload: the one most of its registered experiments and deployments
+    have (`workloads`: one per registration), ties going to the first of RUN_WORKLOADS; None
+    without any. GPU compute a rule gives the project without saying what for counts as it.
+
+    Registrations, not spend: they exist before any bill and do not move with the
+    re-attribution that this choice itself drives.
+    """
+    counts = Counter(workloads)
+    best = max(RUN_WORKLOADS, key=lambda w: (counts[w.value], -RUN_WORKLOADS.index(w)))
+    return best.value if counts[best.value] else None
 
 
 class ProjectQuerySet(models.QuerySet):

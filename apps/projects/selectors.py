@@ -10,7 +10,7 @@ from apps.accounts.selectors import teams_led_by
 from apps.deployments.models import Deployment, DeploymentResource, Model
 from apps.experiments.models import Experiment, ExperimentResource
 
-from .models import Project
+from .models import AllocationRule, Project, Workload, usual_workload
 
 # The columns the project list sorts by: ?sort=<key> or ?sort=-<key>.
 PROJECT_SORTS = {
@@ -111,6 +111,39 @@ def project_experiments_by_month(*, project: Project) -> list[MonthStatusCount]:
         MonthStatusCount(month=row["month"].date(), status=row["status"], count=row["count"])
         for row in rows
     ]
+
+
+@dataclass(frozen=True)
+class RuleGpuWorkload:
+    """What GPU compute counts as when rules give it to the project without a workload."""
+
+    rules: int  # the project's rules (and claims) on the project alone, without a workload
+    workload: str | None  # the project's usual workload; None: nothing registered to take it from
+
+    @property
+    def label(self) -> str:
+        return Workload(self.workload or Workload.OTHER).label.lower()
+
+
+def project_usual_workload(*, project: Project) -> str | None:
+    """The project's usual workload (`usual_workload`), from its registered runs and
+    deployments, as billing's attribution reads it."""
+    workloads = [
+        Experiment(kind=kind).workload
+        for kind in project.experiments.values_list("kind", flat=True)
+    ]
+    workloads += [Workload.INFERENCE.value] * project.deployments.count()
+    return usual_workload(workloads)
+
+
+def project_rule_gpu_workload(*, project: Project) -> RuleGpuWorkload | None:
+    """None when no rule gives the project spend without naming a workload or an owner."""
+    rules = AllocationRule.objects.filter(
+        project=project, workload="", experiment=None, deployment=None
+    ).count()
+    if not rules:
+        return None
+    return RuleGpuWorkload(rules=rules, workload=project_usual_workload(project=project))
 
 
 # Who may see what of this app (the rules: apps/accounts/selectors.py).

@@ -121,7 +121,12 @@ def _spend(request: HttpRequest, project) -> dict:
         user=request.user, start=period.start, end=period.end, project=project
     )
     failed = project_failed_share(project=project, start=period.start, end=period.end)
-    return {**spend, "findings": findings, "failed_share": failed}
+    return {
+        **spend,
+        "findings": findings,
+        "failed_share": failed,
+        "rule_gpu_workload": selectors.project_rule_gpu_workload(project=project),
+    }
 
 
 @login_required

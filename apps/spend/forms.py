@@ -11,6 +11,7 @@ from apps.billing.services_attribution import Claim, pattern_regex
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
 from apps.projects.models import AllocationRule, Project, Workload
+from apps.projects.selectors import project_usual_workload
 from costsite.forms import SiteForm
 from costsite.patterns import matches_every_id
 
@@ -35,6 +36,20 @@ class ClaimForm(SiteForm):
         help_text="Shell-style, without case: * any run of characters, ? one, [abc] one of. "
         "E.g. arn:aws:s3:::vision-*",
     )
+    service_name = forms.CharField(
+        max_length=200,
+        required=False,
+        label="…or every unattributed line of a service",
+        help_text="For lines without a resource id (transfer, fees): the service as the bill "
+        "names it. Its resources' unattributed lines go too.",
+    )
+    billing_account_id = forms.CharField(
+        max_length=200,
+        required=False,
+        label="…or of a billing account",
+        help_text="Every unattributed line the billing account is billed, with or without a "
+        "resource id.",
+    )
     target = forms.ChoiceField(
         label="Assign to",
         error_messages={
@@ -46,7 +61,8 @@ class ClaimForm(SiteForm):
         required=False,
         label="Workload",
         help_text="What the spend is for. Left empty, it follows the experiment or deployment "
-        "it goes to; on the project alone it comes from the service (GPU compute reads as Other).",
+        "it goes to; on the project alone, GPU compute counts as the project's usual workload "
+        "(that of most of its registered runs and deployments), the rest by its service.",
     )
 
     def __init__(self, *args, projects: QuerySet[Project], **kwargs):
@@ -106,11 +122,18 @@ class ClaimForm(SiteForm):
         cleaned = super().clean()
         resource_id = (cleaned.get("resource_id") or "").strip()
         pattern = cleaned.get("pattern") or ""
+        service = (cleaned.get("service_name") or "").strip()
+        account = (cleaned.get("billing_account_id") or "").strip()
         if "pattern" in self.errors:
             return cleaned
-        if bool(resource_id) == bool(pattern):
+        if service or account:
+            if sum(map(bool, (resource_id, pattern, service, account))) != 1:
+                raise ValidationError(
+                    "Give a service or a billing account alone: a rule matches one field."
+                )
+        elif bool(resource_id) == bool(pattern):
             raise ValidationError("Give either one resource id or a pattern of resource ids.")
-        cleaned["resource_id"] = resource_id
+        cleaned.update(resource_id=resource_id, service_name=service, billing_account_id=account)
         return cleaned
 
     def claim_arguments(self) -> dict:
@@ -121,6 +144,8 @@ class ClaimForm(SiteForm):
             "deployment": deployment,
             "resource_id": self.cleaned_data["resource_id"],
             "pattern": self.cleaned_data["pattern"],
+            "service_name": self.cleaned_data["service_name"],
+            "billing_account_id": self.cleaned_data["billing_account_id"],
             "workload": self.cleaned_data.get("workload") or "",
         }
 
@@ -129,14 +154,38 @@ class ClaimForm(SiteForm):
         rule: AllocationRule = claim.rule
         target = rule.experiment or rule.deployment or rule.project
         kind = "project" if target == rule.project else target._meta.verbose_name
-        if self.cleaned_data["resource_id"]:
+        without = getattr(claim, "without_resource_id", None)
+        if without is not None:
+            field = "service" if self.cleaned_data["service_name"] else "billing account"
+            value = self.cleaned_data["service_name"] or self.cleaned_data["billing_account_id"]
+            what = f"every unattributed line of the {field} “{value}”"
+        elif self.cleaned_data["resource_id"]:
             what = self.cleaned_data["resource_id"]
         else:
             plural = "" if claim.resources == 1 else "s"
             what = f"{claim.resources} resource{plural} matching “{rule.pattern}”"
         amounts = [money(amount, code) for code, amount in claim.amounts.items()]
         moved = " and ".join(amounts) if amounts else money(0, currency)
-        return (
+        if without is not None:
+            lines = " and ".join(money(amount, code) for code, amount in without.items() if amount)
+            plural = "" if claim.resources == 1 else "s"
+            moved += (
+                f" ({lines or money(0, currency)} of it on lines without a resource id, the rest "
+                f"on {claim.resources} resource{plural})"
+            )
+        message = (
             f"Assigned {what} to the {kind} “{target}”: {moved} of unattributed spend moves "
             "there, all history included. The pages show it once re-attribution has run."
         )
+        if target == rule.project and not rule.workload:
+            usual = project_usual_workload(project=rule.project)
+            if usual:
+                label = Workload(usual).label.lower()
+                message += f" Its GPU compute is counted as {label}: the project's usual workload."
+            else:
+                message += (
+                    " Its GPU compute is counted as other: the project has no registered runs or "
+                    "deployments to take a usual workload from (choose a workload to say what it "
+                    "is for)."
+                )
+        return message

@@ -146,9 +146,11 @@ def unattributed_summary(
 @dataclass(frozen=True)
 class WithoutResourceId:
     """Unattributed spend on lines without a resource id (transfer, fees, support, taxes) of one
-    service: no resource claim reaches it, a rule on the service or the account does."""
+    service in one billing account: no resource claim reaches it, a rule (a claim) on the service
+    or the account does."""
 
     provider_name: str
+    billing_account_id: str
     service_name: str
     amount: Decimal
 
@@ -156,35 +158,41 @@ class WithoutResourceId:
 def unattributed_without_resource_id(
     *, period: Period, currency: str, provider: str = ""
 ) -> list[WithoutResourceId]:
-    """Per provider and service: unattributed spend less that of its resources (the resource
-    rollup holds the lines with a resource id only), costliest first."""
+    """Per provider, billing account and service: unattributed spend less that of its resources
+    (the resource rollup holds the lines with a resource id only), costliest first."""
     q = Q(project__isnull=True, billing_currency=currency)
     if provider:
         q &= Q(provider_name=provider)
-    totals: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    totals: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
     for row in rollup_rows(
         q,
         period,
         lambda rows: (
-            rows.values("provider_name", "service_name")
+            rows.values("provider_name", "delivery__billing_account_id", "service_name")
             .annotate(amount=Sum("effective_cost"))
             .order_by()
         ),
     ):
-        totals[(row["provider_name"], row["service_name"])] += row["amount"]
+        key = (row["provider_name"], row["delivery__billing_account_id"], row["service_name"])
+        totals[key] += row["amount"]
     for row in cached_rows(
         _in_period(DailyResourceCost.objects.filter(q), period)
-        .values("provider_name", "service_name")
+        .values("provider_name", "billing_account_id", "service_name")
         .annotate(amount=Sum("effective_cost"))
         .order_by()
     ):
-        totals[(row["provider_name"], row["service_name"])] -= row["amount"]
+        totals[(row["provider_name"], row["billing_account_id"], row["service_name"])] -= row[
+            "amount"
+        ]
     items = [
-        WithoutResourceId(provider_name=p, service_name=s, amount=amount)
-        for (p, s), amount in totals.items()
+        WithoutResourceId(provider_name=p, billing_account_id=a, service_name=s, amount=amount)
+        for (p, a, s), amount in totals.items()
         if amount
     ]
-    return sorted(items, key=lambda item: (-item.amount, item.provider_name, item.service_name))
+    return sorted(
+        items,
+        key=lambda i: (-i.amount, i.provider_name, i.billing_account_id, i.service_name),
+    )
 
 
 # -- Experiments and deployments with their cost -------------------------------------------------

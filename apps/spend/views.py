@@ -528,11 +528,16 @@ def unattributed_claim(request: HttpRequest) -> HttpResponse:
     form = ClaimForm(
         request.POST or None,
         projects=projects_editable_by(user=request.user),
-        initial={"resource_id": request.GET.get("resource", "")},
+        initial={
+            "resource_id": request.GET.get("resource", ""),
+            "service_name": request.GET.get("service", ""),
+            "billing_account_id": request.GET.get("account", ""),
+        },
     )
     # Back to the unattributed page with the range and filter it was opened from.
     state = request.GET.copy()
-    state.pop("resource", None)
+    for key in ("resource", "service", "account"):
+        state.pop(key, None)
     back = reverse("unattributed") + (f"?{state.urlencode()}" if state else "")
     if request.method == "POST" and form.is_valid():
         claim = claim_service(created_by=request.user, **form.claim_arguments())

@@ -6,14 +6,16 @@ As staff, at 1440 pixels wide (a desktop) and 390 (a phone), it opens the overvi
 model, an experiment, a deployment, the unattributed page, the GPU fleet and one GPU, waits for
 every chart to be drawn and writes `<page>-1440.png` and `<page>-390.png` beside this script.
 It fails if a page logs a console error (a CSP violation counts) or a chart is not drawn. The
-pages are found by following the demo's own links, so the script needs no ids.
+pages are found by following the demo's own links, so the script needs no ids. Each screenshot is
+saved as a 256-colour palette PNG (Pillow), a fraction of the size of the browser's own and alike
+to the eye; `--shrink FILE...` does only that to files already taken.
 """
 
 import shutil
 import sys
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+from PIL import Image
 
 BASE = sys.argv[1].rstrip("/") if len(sys.argv) > 1 else "http://127.0.0.1:8000"
 HERE = Path(__file__).resolve().parent
@@ -55,7 +57,21 @@ def pages(page) -> dict[str, str]:
     return found
 
 
-with sync_playwright() as p:
+def shrink(path: Path) -> None:
+    """The screenshot as a palette PNG: a page is flat colours and text, 256 colours hold it."""
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(path, optimize=True)
+
+
+def capture() -> list[Path]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        return _capture(p)
+
+
+def _capture(p) -> list[Path]:
     browser = p.chromium.launch(
         executable_path=shutil.which("chromium"),
         args=["--no-sandbox", "--disable-background-networking"],
@@ -83,9 +99,18 @@ with sync_playwright() as p:
                     )
             target = HERE / f"{name}-{width}.png"
             page.screenshot(path=str(target), full_page=True)
+            shrink(target)
             written.append(target)
             if problems:
                 raise SystemExit(f"{name} at {width}px: {problems}")
         page.close()
     browser.close()
-print("\n".join(str(path) for path in written))
+    return written
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--shrink"]:
+        for name in sys.argv[2:]:
+            shrink(Path(name))
+    else:
+        print("\n".join(str(path) for path in capture()))

@@ -351,7 +351,9 @@ def test_the_count_says_what_the_list_shows_and_lines_without_a_resource_id_are_
     page = lead_client.get(reverse("unattributed")).content.decode()
     assert "Nothing unattributed in this period" not in page
     assert "No resource left to assign in this period, but $3.50 is still unattributed" in page
-    assert "staff add it on the allocation page" in page
+    # A lead assigns it here, by service or billing account.
+    assert "/unattributed/claim/?service=AWS%20Data%20Transfer" in page
+    assert "/unattributed/claim/?account=111111111111" in page
 
 
 @pytest.mark.django_db(transaction=False, databases=["default", "progress"])
@@ -373,3 +375,99 @@ def test_a_claim_can_set_the_workload_of_what_it_moves(
         (imported.pk, "training"): D("10.00"),
         (None, "unattributed"): D("1.00"),
     }
+
+
+@pytest.mark.django_db(transaction=False, databases=["default", "progress"])
+def test_a_lead_claims_lines_without_a_resource_id_by_service_and_by_account(
+    lead_client, organization, frozen, project, tmp_path, eager_celery,
+    django_capture_on_commit_callbacks,
+):  # fmt: skip
+    def line(day: str, amount: str, **values) -> dict:
+        return {
+            "ChargePeriodStart": f"2025-03-{day}T10:00:00Z",
+            "ChargePeriodEnd": f"2025-03-{day}T11:00:00Z",
+            "BilledCost": amount,
+            "EffectiveCost": amount,
+            **values,
+        }
+
+    other_account = {"BillingAccountId": "222222222222"}
+    path = write_bill(
+        tmp_path / "march.csv",
+        [
+            line("10", "7.25", ResourceId="i-stray"),
+            line("11", "1.50", ServiceName="AWS Data Transfer", ServiceCategory="Networking"),
+            line("11", "0.40", ServiceName="AWS Support", ServiceCategory="Other", **other_account),
+            line("12", "2.00", ResourceId="i-other", **other_account),
+        ],
+    )
+    run = import_run_execute(import_run=import_run_create(paths=[str(path)]))
+    assert run.status == "succeeded", run.error
+    count = (
+        '<p class="muted" id="unattributed-count">2 resources to assign, and $1.90 on lines '
+        "without a resource id (transfer, fees): a rule on the service or account claims those</p>"
+    )
+    assert count in lead_client.get(reverse("unattributed")).content.decode()
+    assert count in lead_client.get(reverse("home")).content.decode()  # the lead's overview too
+    rows = lead_client.get(reverse("unattributed")).context["without_resource_id"]
+    assert [(r.service_name, r.billing_account_id, r.amount) for r in rows] == [
+        ("AWS Data Transfer", "111111111111", D("1.50")),
+        ("AWS Support", "222222222222", D("0.40")),
+    ]
+    form = lead_client.get(reverse("unattributed_claim") + "?service=AWS Data Transfer")
+    assert form.context["form"].initial["service_name"] == "AWS Data Transfer"
+
+    with django_capture_on_commit_callbacks(execute=True):
+        by_service = lead_client.post(
+            reverse("unattributed_claim"),
+            {"service_name": "AWS Data Transfer", "target": f"project:{project.pk}"},
+            follow=True,
+        )
+    with django_capture_on_commit_callbacks(execute=True):
+        by_account = lead_client.post(
+            reverse("unattributed_claim"),
+            {"billing_account_id": "222222222222", "target": f"project:{project.pk}"},
+            follow=True,
+        )
+
+    assert (
+        "Assigned every unattributed line of the service “AWS Data Transfer” to the project "
+        "“Image ranking”: $1.50 ($1.50 of it on lines without a resource id, the rest on 0 "
+        "resources) of unattributed spend moves there, all history included."
+        in by_service.content.decode()
+    )
+    assert (
+        "Assigned every unattributed line of the billing account “222222222222” to the project "
+        "“Image ranking”: $2.40 ($0.40 of it on lines without a resource id, the rest on 1 "
+        "resource) of unattributed spend moves there" in by_account.content.decode()
+    )
+    rules = AllocationRule.objects.order_by("pk").values_list("field", "pattern")
+    assert list(rules) == [
+        ("service_name", "AWS Data Transfer"),
+        ("billing_account_id", "222222222222"),
+    ]
+    totals = {t.key: t.effective_cost for t in spend_totals(by=("project_id",))}
+    assert totals == {(project.pk,): D("3.90"), (None,): D("7.25")}
+    page = lead_client.get(reverse("unattributed"))
+    assert '<p class="muted" id="unattributed-count">1 resource to assign</p>' in (
+        page.content.decode()
+    )
+    assert page.context["without_resource_id"] == []
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"service_name": "AWS Support", "resource_id": "i-stray"},
+        {"service_name": "AWS Support", "billing_account_id": "222222222222"},
+        {"billing_account_id": "222222222222", "pattern": "i-*"},
+    ],
+)
+def test_a_claim_by_service_or_account_names_that_field_alone(lead_client, bill, data):
+    response = lead_client.post(
+        reverse("unattributed_claim"), {**data, "target": f"project:{bill.vision_project.pk}"}
+    )
+    assert "Give a service or a billing account alone: a rule matches one field." in (
+        response.content.decode()
+    )
+    assert not AllocationRule.objects.exists()

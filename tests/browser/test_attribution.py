@@ -1,7 +1,8 @@
 """A real browser (Debian's chromium, driven by Playwright) through issue 7: a lead logs in, opens
 the overview, changes the date range and a filter (the chart and the figures change in place, the
 URL keeps the state), exports a CSV, and assigns an unattributed resource to a run, whose history
-then leaves the unattributed page. Not one console error on the way (CSP violations count).
+a real Celery worker then moves off the unattributed page. Not one console error on the way
+(CSP violations count).
 
 The bill goes through the real import, dated back from today: it must land in "the last 7 days".
 """
@@ -9,6 +10,7 @@ The bill goes through the real import, dated back from today: it must land in "t
 import csv
 import json
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -17,8 +19,8 @@ import pytest
 from django.urls import reverse
 
 from apps.accounts.models import Membership, Organization
+from apps.billing.models import AttributionRun
 from apps.billing.services import import_run_create, import_run_execute
-from costsite.celery import app
 from tests.factories import (
     PASSWORD,
     ExperimentFactory,
@@ -50,14 +52,6 @@ COLUMNS = [
     "ResourceId",
     "Tags",
 ]
-
-
-@pytest.fixture
-def eager_celery():
-    # The re-attribution a claim schedules runs in the live server's thread.
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 def _stamp(moment: datetime) -> str:
@@ -148,8 +142,9 @@ def _figure(page) -> dict:
     return json.loads(page.text_content("#spend-over-time"))
 
 
+@pytest.mark.worker
 def test_a_lead_filters_the_overview_exports_a_csv_and_assigns_a_stray_resource(
-    live_server, bill, browser_page, eager_celery, tmp_path
+    live_server, bill, browser_page, celery_worker_process, tmp_path
 ):
     page = browser_page
     page.goto(live_server.url + reverse("home"))
@@ -211,7 +206,15 @@ def test_a_lead_filters_the_overview_exports_a_csv_and_assigns_a_stray_resource(
         "Assigned i-stray to the experiment “stray-run”: $7.50 of unattributed spend moves "
         "there, all history included." in page.inner_text(".flash")
     )
-    # Re-attributed: nothing is unattributed any more, and the run carries the cost.
+    # The re-attribution runs in the real Celery worker (another process), queued after the
+    # claim's commit; once it is done, nothing is unattributed any more and the run carries it.
+    run = AttributionRun.objects.get()
+    deadline = time.monotonic() + 90
+    while run.status not in ("succeeded", "failed") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        run.refresh_from_db()
+    assert run.status == "succeeded", celery_worker_process.log()
+    page.reload()
     assert page.inner_text("#unattributed-total") == "$0.00"
     assert "Nothing unattributed in this period" in page.inner_text("#spend")
     _shot(page, "unattributed-after-1280.png")

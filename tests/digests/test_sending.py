@@ -64,7 +64,11 @@ def test_a_leads_weekly_digest_says_what_the_week_spent_and_wasted(world, subscr
         f"   http://127.0.0.1:8000/waste/{found('i-u', 'idle_gpu')}/\n"
     ) in text
     assert "- resnet (Image ranking): +$112.00 to $112.00" in text
-    assert "$38.00 nobody claimed (23% of all spend), on 1 resource." in text
+    # Counted as the unattributed page counts it: $18.00 of it names no resource.
+    assert (
+        "$38.00 nobody claimed (23% of all spend); 1 resource to assign, and $18.00 on lines "
+        "without a resource id (transfer, fees): a rule on the service or account claims those."
+    ) in text
     html = message.alternatives[0][0]
     assert '<strong id="wasted">$18.25</strong>' in html
     assert "<script" not in html

@@ -97,3 +97,37 @@ def test_the_seed_step_loads_the_demo_organisations_metrics(organization, tmp_pa
     assert MetricImport.objects.exclude(status=MetricImport.Status.SUCCEEDED).count() == 0
     assert len(lines) == MetricImport.objects.count() > 0
     assert GpuHour.objects.exists()
+
+
+def test_the_full_demo_reports_gpus_for_the_whole_span_of_its_runs(runs, tmp_path):
+    """GPU metrics cover every run of the demo's 88 days, not only the last two weeks: an old run
+    has a GPU-hour for every hour it ran (half-hourly samples then, five-minutely lately)."""
+    from apps.demo.seed import DEMO_HISTORY_DAYS
+
+    old = ExperimentFactory(
+        project=runs["busy"].project,
+        name="old",
+        kind=Experiment.Kind.TRAINING,
+        gpu_type="H100-80GB",
+        gpu_count=8,
+        started_at=NOW - timedelta(days=80),
+        ended_at=NOW - timedelta(days=80) + timedelta(hours=10),
+    )
+    ExperimentResourceFactory(experiment=old, resource_id="i-0old")
+    paths = demo.demo_gpu_metrics_write(directory=tmp_path, small=False, now=NOW)
+
+    assert all(item.status == MetricImport.Status.SUCCEEDED for item in import_all(paths))
+    assert demo.HISTORY_DAYS == DEMO_HISTORY_DAYS
+    usage = selectors.experiment_gpu_usage(experiment=old)
+    assert usage.gpu_hours == 8 * 10.0
+    assert usage.util_mean > 75  # busy; half-hourly samples catch a checkpoint's stall more often
+    hours = GpuHour.objects.filter(gpu__host="i-0old")
+    assert set(hours.values_list("samples", flat=True)) == {2}
+    # Serving for 30 days: every hour of it, five-minute samples in the last two weeks.
+    serving = GpuHour.objects.filter(gpu__host="i-0serve")
+    assert serving.count() == 30 * 24
+    assert serving.get(hour=at("2026-07-13 15:00")).samples == 12
+    assert serving.get(hour=at("2026-06-20 15:00")).samples == 2
+    # One query_range answer per metric per week of the span.
+    pulled = [path.name for path in paths if path.name.startswith("prometheus-")]
+    assert len(pulled) == 4 * 5

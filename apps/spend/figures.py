@@ -36,6 +36,7 @@ import threading
 from collections.abc import Callable
 
 from django.core.cache import cache
+from django.core.exceptions import EmptyResultSet
 from django.core.signals import request_finished, request_started
 from django.db import connection
 from django.db.models import F, QuerySet
@@ -110,7 +111,11 @@ def cached(tag: str, query: QuerySet, compute: Callable[[], object]) -> object:
     computations over one query never share an entry."""
     if not getattr(_request, "active", False):
         return compute()
-    key = _key(tag, query)
+    try:
+        key = _key(tag, query)
+    except EmptyResultSet:
+        # A filter that matches nothing (`__in=[]`) compiles to no SQL: nothing to read or key.
+        return compute()
     found = cache.get(key)
     if found is not None:
         return found[0]

@@ -239,6 +239,7 @@ CELERY_TASK_QUEUES_BY_KIND = {
         "apps.billing.tasks.billing_runs_reap_task",
         "apps.gpu.tasks.metric_sources_poll_due",
         "apps.gpu.tasks.metric_source_poll_task",
+        "apps.gpu.tasks.traffic_source_poll_task",
         "apps.gpu.tasks.metric_import_execute_task",
         "apps.trackers.tasks.tracker_sources_poll_due",
         "apps.trackers.tasks.tracker_source_poll_task",

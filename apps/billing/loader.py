@@ -8,7 +8,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterable
-from datetime import UTC
+from datetime import UTC, datetime
 from decimal import Decimal
 from queue import Queue
 
@@ -542,8 +542,13 @@ def write_storage_from_sql(table: str, where: str, params: list, facts: StorageF
 
     Shared by the rebuild and by the migration that backfilled the storage rollup."""
     grouped = ", ".join(c for c in STORAGE_LINE_COLUMNS if c not in SUMMED)
+    # SQLite (the demo) keeps datetimes as UTC text: its date() is the UTC day.
+    if connection.vendor == "postgresql":
+        day_sql = "date_trunc('day', charge_period_start AT TIME ZONE 'UTC')"
+    else:
+        day_sql = "date(charge_period_start)"
     sql = (
-        f"SELECT {grouped}, date_trunc('day', charge_period_start AT TIME ZONE 'UTC') AS day0, "
+        f"SELECT {grouped}, {day_sql} AS day0, "
         "SUM(effective_cost), SUM(billed_cost), SUM(consumed_quantity), SUM(pricing_quantity), "
         f"COUNT(*) FROM {table} WHERE {where} "
         f"GROUP BY {grouped}, day0"
@@ -556,11 +561,11 @@ def write_storage_from_sql(table: str, where: str, params: list, facts: StorageF
             columns = list(zip(*batch, strict=True))
             data = {name: list(columns[i]) for i, name in enumerate(names)}
             offset = len(names)
-            data["charge_period_start"] = [d.replace(tzinfo=UTC) for d in columns[offset]]
+            data["charge_period_start"] = [_utc_day(d) for d in columns[offset]]
             for i, name in enumerate(
                 ["effective_cost", "billed_cost", "consumed_quantity", "pricing_quantity"]
             ):
-                data[name] = pa.array(columns[offset + 1 + i], DEC)
+                data[name] = pa.array([_decimal(v) for v in columns[offset + 1 + i]], DEC)
             data["line_items"] = pa.array(columns[offset + 5], pa.int64())
             for name in ("tags", "extra"):
                 data[name] = [
@@ -585,6 +590,20 @@ SUMMED = {
     "pricing_quantity",
     "charge_period_start",
 }
+
+
+def _utc_day(value) -> datetime:
+    """A grouped day as PostgreSQL (a naive datetime) or SQLite (a 'YYYY-MM-DD' text) gives it."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC)
+
+
+def _decimal(value) -> Decimal | None:
+    """A sum as the database gives it: SQLite's are floats or integers, not Decimals."""
+    if value is None or isinstance(value, Decimal):
+        return value
+    return Decimal(str(value))
 
 
 def _json(value) -> str:

@@ -280,11 +280,11 @@ def test_retries_back_off_doubling_up_to_an_hour():
 
 @pytest.fixture
 def broker():
-    """The Redis list Celery publishes to, emptied before and after."""
+    """The Redis list of the imports queue (polls are routed there), emptied before and after."""
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.delete("celery")
+    client.delete("imports")
     yield client
-    client.delete("celery")
+    client.delete("imports")
 
 
 def test_the_poll_task_retries_a_down_source_after_a_minute(acme, tmp_path, broker):
@@ -302,7 +302,7 @@ def test_the_poll_task_retries_a_down_source_after_a_minute(acme, tmp_path, brok
         task.pop_request()
 
     assert retry.value.when == 60
-    assert broker.llen("celery") == 1
+    assert broker.llen("imports") == 1
     source.refresh_from_db()
     assert source.consecutive_failures == 1
 

@@ -12,6 +12,7 @@ EXPECTED = {
     "apps.billing.tasks.billing_runs_reap_task": "imports",
     "apps.gpu.tasks.metric_sources_poll_due": "imports",
     "apps.gpu.tasks.metric_source_poll_task": "imports",
+    "apps.gpu.tasks.traffic_source_poll_task": "imports",
     "apps.gpu.tasks.metric_import_execute_task": "imports",
     "apps.trackers.tasks.tracker_sources_poll_due": "imports",
     "apps.trackers.tasks.tracker_source_poll_task": "imports",

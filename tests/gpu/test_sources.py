@@ -41,11 +41,11 @@ def exporter():
 
 @pytest.fixture
 def broker():
-    """The Redis list Celery publishes to, emptied before and after."""
+    """The Redis list of the imports queue (polls are routed there), emptied before and after."""
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.delete("celery")
+    client.delete("imports")
     yield client
-    client.delete("celery")
+    client.delete("imports")
 
 
 def test_a_scrape_of_a_live_exporter_is_rolled_up_and_the_source_is_healthy(organization, exporter):
@@ -95,7 +95,7 @@ def test_a_down_target_is_unhealthy_with_its_error_a_retry_is_queued_and_nothing
     assert "Connection refused" in target.last_error
     assert target.consecutive_failures == 1
     assert retry.value.when == 30
-    queued = [json.loads(message) for message in broker.lrange("celery", 0, -1)]
+    queued = [json.loads(message) for message in broker.lrange("imports", 0, -1)]
     assert [(m["headers"]["task"], m["headers"]["retries"]) for m in queued] == [
         ("apps.gpu.tasks.metric_source_poll_task", 1)
     ]

@@ -351,7 +351,7 @@ def test_the_demo_runs_on_sqlite_without_postgresql_or_redis(tmp_path):
             env=env,
             capture_output=True,
             text=True,
-            timeout=900,  # the full demo: 88 days of bills and GPU metrics through the importers
+            timeout=1800,  # the full demo: 88 days of bills and GPU metrics through the importers
         )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout

@@ -55,3 +55,19 @@ def test_health_is_503_naming_the_database_when_it_does_not_answer(client):
         "broker": "ok",
         "errors": {"database": "The database does not answer."},
     }
+
+
+@pytest.mark.django_db
+def test_health_asks_no_broker_when_tasks_run_in_process(client, monkeypatch, settings):
+    """The demo runs tasks in process and has no Redis: its health is the database's."""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    monkeypatch.setattr(
+        app,
+        "connection_for_write",
+        lambda **options: Connection("redis://127.0.0.1:1/0", **options),
+    )
+
+    response = client.get("/health/")
+
+    assert response.status_code == 200
+    assert json.loads(response.content) == {"status": "ok", "database": "ok", "broker": "not used"}

@@ -10,19 +10,23 @@ from django import forms
 
 from costsite.forms import SiteForm, SiteModelForm
 
+from .api_sources import report_formats
 from .forms_imports import format_choices
-from .models import BillingSource
+from .models import API_KIND_NAMES, BillingSource
 
 # S3's rules for bucket names (3-63 lower-case letters, digits, dots and hyphens).
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 FOLDER_FIELDS = ("path",)
 S3_FIELDS = ("bucket", "prefix", "endpoint_url", "region")
+API_FIELDS = ("api_key_env", "restate_days")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class BillingSourceForm(SiteModelForm):
     fieldsets = [
         ("Folder only", list(FOLDER_FIELDS)),
         ("S3-compatible bucket only", list(S3_FIELDS)),
+        ("Hosted API only (and its URL above, when not the provider's)", list(API_FIELDS)),
         ("Schedule and freshness", ["interval_minutes", "freshness_lag_days", "is_paused"]),
     ]
 
@@ -44,6 +48,8 @@ class BillingSourceForm(SiteModelForm):
             "prefix",
             "endpoint_url",
             "region",
+            "api_key_env",
+            "restate_days",
             "interval_minutes",
             "freshness_lag_days",
             "is_paused",
@@ -58,6 +64,7 @@ class BillingSourceForm(SiteModelForm):
             "path": forms.TextInput(attrs={"class": "mono", "spellcheck": "false"}),
             "prefix": forms.TextInput(attrs={"class": "mono", "spellcheck": "false"}),
             "endpoint_url": forms.TextInput(attrs={"class": "mono", "spellcheck": "false"}),
+            "api_key_env": forms.TextInput(attrs={"class": "mono", "spellcheck": "false"}),
         }
 
     def clean(self):
@@ -74,7 +81,25 @@ class BillingSourceForm(SiteModelForm):
             self._clean_bucket(cleaned)
             for name in FOLDER_FIELDS:
                 cleaned[name] = ""
+        elif kind in API_KIND_NAMES:
+            self._clean_api(cleaned, kind)
+            for name in (*FOLDER_FIELDS, "bucket", "prefix", "region"):
+                cleaned[name] = ""
         return cleaned
+
+    def _clean_api(self, cleaned: dict, kind: str) -> None:
+        reports = report_formats(kind)
+        if cleaned.get("format") not in ("auto", *reports):
+            self.add_error("format", f"This source pulls one of: {', '.join(reports)}.")
+        url = cleaned.get("endpoint_url", "")
+        if not url and not API_KIND_NAMES[kind]:
+            self.add_error("endpoint_url", "Give the proxy's URL, e.g. http://litellm:4000.")
+        elif url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
+            self.add_error("endpoint_url", "Give the API's URL, e.g. https://api.openai.com.")
+        variable = cleaned.get("api_key_env", "").strip()
+        cleaned["api_key_env"] = variable
+        if variable and not ENV_NAME.match(variable):
+            self.add_error("api_key_env", "An environment variable's name: letters, digits, _.")
 
     def _clean_folder(self, cleaned: dict) -> None:
         path = cleaned.get("path", "")

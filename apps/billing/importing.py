@@ -49,6 +49,7 @@ from .models import (
 from .normalise import FocusNormaliser
 from .reader import SourceFile, source_inspect
 from .runs import PROGRESS_EVERY_SECONDS, _counts, _day_start, _last_line_id, money_text
+from .sources import root_of
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +233,9 @@ class _Importer:
         origin = self.run_row.source
         # Through a folder source, a part may be anywhere under the source's root; otherwise
         # (the command, an upload, a bucket's spool folder) only in the manifest's folder.
-        root = origin.path if origin is not None and origin.kind != BillingSource.Kind.S3 else None
+        root = (
+            root_of(origin) if origin is not None and origin.kind != BillingSource.Kind.S3 else None
+        )
         parts = manifest_parts(path, root=root)
         sources = [source_inspect(part) for part in parts or [path]]
         fmt = self._format(sources[0])

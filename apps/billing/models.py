@@ -11,6 +11,13 @@ from costsite.polling import PolledSource
 # FOCUS exports carry 10 or more decimals; 15 keeps the smallest real line exact.
 MONEY = {"max_digits": 38, "decimal_places": 15}
 QUANTITY = {"max_digits": 38, "decimal_places": 15}
+# Hosted-API source kinds and the API each reaches by default (api_sources.py).
+API_KIND_NAMES = {
+    "openai_api": "https://api.openai.com",
+    "anthropic_api": "https://api.anthropic.com",
+    "openrouter_api": "https://openrouter.ai",
+    "litellm_api": "",
+}
 
 
 class CostKind(models.TextChoices):
@@ -55,6 +62,10 @@ class BillingSource(PolledSource):
     class Kind(models.TextChoices):
         FOLDER = "folder", "Folder on the server"
         S3 = "s3", "S3-compatible bucket"
+        OPENAI_API = "openai_api", "OpenAI admin API"
+        ANTHROPIC_API = "anthropic_api", "Anthropic admin API"
+        OPENROUTER_API = "openrouter_api", "OpenRouter activity API"
+        LITELLM_API = "litellm_api", "LiteLLM proxy API"
 
     name = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -88,6 +99,19 @@ class BillingSource(PolledSource):
         help_text="Warn when the newest charge loaded is older than this many days. "
         "Empty: the BILLING_FRESHNESS_LAG_DAYS setting.",
     )
+    api_key_env = models.CharField(
+        "API key variable",
+        max_length=100,
+        blank=True,
+        help_text="Hosted API only: the environment variable holding the admin key. Empty: "
+        "OPENAI_ADMIN_KEY, ANTHROPIC_ADMIN_KEY, OPENROUTER_MANAGEMENT_KEY or LITELLM_MASTER_KEY.",
+    )
+    restate_days = models.PositiveIntegerField(
+        default=3,
+        validators=[MinValueValidator(1)],
+        help_text="Hosted API only: how many days before the last good poll are pulled again "
+        "(the providers' figures arrive late).",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -100,6 +124,8 @@ class BillingSource(PolledSource):
     def location(self) -> str:
         if self.kind == self.Kind.S3:
             return f"s3://{self.bucket}/{self.prefix}"
+        if self.kind in API_KIND_NAMES:
+            return self.endpoint_url or API_KIND_NAMES[self.kind]
         return self.path
 
     @property

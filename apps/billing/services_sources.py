@@ -62,6 +62,8 @@ SOURCE_FIELDS = (
     "format",
     "interval_minutes",
     "freshness_lag_days",
+    "api_key_env",
+    "restate_days",
 )
 NEW, CHANGED, UNCHANGED = "new", "changed", "unchanged"
 RUNS_BUSY = (ImportRun.Status.QUEUED, ImportRun.Status.RUNNING)
@@ -83,6 +85,8 @@ def billing_source_create(
     format: str = "auto",  # noqa: A002 - the model's field name
     interval_minutes: int = 60,
     freshness_lag_days: int | None = None,
+    api_key_env: str = "",
+    restate_days: int = 3,
     is_paused: bool = False,
 ) -> BillingSource:
     """A new source, due for its first poll at the next tick (unless paused)."""
@@ -97,6 +101,8 @@ def billing_source_create(
         format=format,
         interval_minutes=interval_minutes,
         freshness_lag_days=freshness_lag_days,
+        api_key_env=api_key_env,
+        restate_days=restate_days,
         is_paused=is_paused,
         next_poll_at=timezone.now(),
     )
@@ -363,7 +369,7 @@ def _paths(
     """The delivery's server-side paths for the importer (its main file only: the importer
     finds a manifest's parts itself), and the spool folder they were downloaded to, if any."""
     if source.kind != BillingSource.Kind.S3:
-        return [str(Path(source.path) / delivery.main.key)], None
+        return [str(Path(sources.root_of(source)) / delivery.main.key)], None
     folder = _spool_dir(source) / str(poll.pk) / str(number)
     client = sources.s3_client(source)
     # Each file under its own name, side by side: the importer looks for a manifest's parts

@@ -23,7 +23,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from .models import BillingSource
+from .models import API_KIND_NAMES, BillingSource
 
 SETTLE_SECONDS = 60
 EXPORT_SUFFIXES = (".csv", ".gz", ".parquet", ".json", ".jsonl", ".ndjson")
@@ -227,9 +227,22 @@ def s3_download(source: BillingSource, key: str, target: Path, *, client=None) -
         raise SourceUnavailable(f"s3://{source.bucket}/{key} cannot be saved: {exc}") from exc
 
 
+def root_of(source: BillingSource) -> str:
+    """The server folder a folder source's (or a hosted-API source's pulled) files are under."""
+    if source.kind in API_KIND_NAMES:
+        from .api_sources import state_dir
+
+        return str(state_dir(source))
+    return source.path
+
+
 def listing_of(source: BillingSource, *, now: datetime) -> Listing:
     if source.kind == BillingSource.Kind.S3:
         return s3_list(source)
+    if source.kind in API_KIND_NAMES:
+        from .api_sources import pull  # it lists through this module's types
+
+        return pull(source, now=now)
     return folder_list(source.path, now=now)
 
 
@@ -237,6 +250,6 @@ def read_manifest(source: BillingSource, key: str) -> bytes:
     if source.kind == BillingSource.Kind.S3:
         return s3_read_manifest(source, key)
     try:
-        return folder_read_manifest(source.path, key)
+        return folder_read_manifest(root_of(source), key)
     except OSError as exc:
         raise SourceUnavailable(f"{Path(source.path) / key} cannot be read: {exc}") from exc

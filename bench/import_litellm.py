@@ -146,14 +146,72 @@ def copy_once(path: Path) -> dict:
     return {"seconds": seconds, "sums": sums}
 
 
-def import_once(path: Path) -> dict:
-    """The import in a fresh process (bench/import_focus.py's child), timed from outside."""
-    from bench.import_focus import import_once as focus_import_once
+def import_once(path: Path, checkout: Path = ROOT) -> dict:
+    """The import in a fresh process (bench/import_focus.py's child), timed from outside; with
+    `checkout`, another checkout's code (and its virtualenv's Python) imports the same file."""
+    import subprocess
 
+    from django.db import connection
+
+    from bench.import_focus import BILLING_TABLES
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {BILLING_TABLES} CASCADE")
+        cursor.execute("CHECKPOINT")
+    python = checkout / ".venv" / "bin" / "python"
     started = time.perf_counter()
-    result = focus_import_once(path)
-    result["wall"] = time.perf_counter() - started
+    done = subprocess.run(
+        [
+            str(python if python.exists() else sys.executable),
+            str(checkout / "bench" / "import_focus.py"),
+            "--child",
+            str(path),
+        ],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    if done.returncode:
+        raise SystemExit(f"the import process failed:\n{done.stderr}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if result["status"] != "succeeded":
+        raise SystemExit(f"the import did not succeed: {result['error']}")
+    result["wall"] = wall
     return result
+
+
+def line_copy_once() -> float:
+    """Seconds for COPY of the lines the import just wrote into an empty table like the line
+    table: the floor of loading this many lines, whoever writes them."""
+    import psycopg
+    from django.db import connection
+
+    dsn = connection.settings_dict
+    conninfo = (
+        f"host={dsn['HOST'] or '127.0.0.1'} port={dsn['PORT'] or 5432} "
+        f"dbname={dsn['NAME']} user={dsn['USER']}"
+        + (f" password={dsn['PASSWORD']}" if dsn.get("PASSWORD") else "")
+    )
+    with tempfile.TemporaryFile() as spool, psycopg.connect(conninfo, autocommit=True) as conn:
+        with conn.cursor() as cursor:
+            with cursor.copy("COPY billing_costlineitem TO STDOUT WITH (FORMAT csv)") as copy:
+                for data in copy:
+                    spool.write(data)
+            conn.execute("DROP TABLE IF EXISTS bench_litellm_lines")
+            conn.execute(
+                "CREATE TABLE bench_litellm_lines (LIKE billing_costlineitem INCLUDING ALL)"
+            )
+            conn.execute("CHECKPOINT")
+            spool.seek(0)
+            started = time.perf_counter()
+            with cursor.copy("COPY bench_litellm_lines FROM STDIN WITH (FORMAT csv)") as copy:
+                while chunk := spool.read(1 << 20):
+                    copy.write(chunk)
+            seconds = time.perf_counter() - started
+        conn.execute("DROP TABLE bench_litellm_lines")
+    return seconds
 
 
 def main() -> None:
@@ -162,6 +220,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "costsite-bench"
+    )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="another checkout (its .venv's Python) whose import runs beside this one's, on the "
+        "same file in the same run: before and after a change",
     )
     args = parser.parse_args()
 
@@ -189,15 +253,25 @@ def main() -> None:
             f"wrote {path} ({path.stat().st_size / 1e6:,.0f} MB) in "
             f"{time.perf_counter() - started:.0f} s"
         )
-    copies, imports = [], []
+    copies, imports, baselines, line_copies = [], [], [], []
     for attempt in range(args.repeat):
         copies.append(copy_once(path))
-        imports.append(import_once(path))
         floor = copies[-1]["seconds"]
+        if args.compare:
+            baselines.append(import_once(path, args.compare.resolve()))
+            print(
+                f"  {args.rows:,} rows, try {attempt + 1}: typed COPY {floor:6.1f} s, "
+                f"{args.compare} import {baselines[-1]['wall']:6.1f} s "
+                f"({baselines[-1]['wall'] / floor:.2f}x), peak {baselines[-1]['peak_mb']:.0f} MB",
+                flush=True,
+            )
+        imports.append(import_once(path))
+        line_copies.append(line_copy_once())
         print(
             f"  {args.rows:,} rows, try {attempt + 1}: typed COPY {floor:6.1f} s, import "
             f"{imports[-1]['wall']:6.1f} s with process start ({imports[-1]['wall'] / floor:.2f}x;"
-            f" {imports[-1]['seconds']:.1f} s inside), peak {imports[-1]['peak_mb']:.0f} MB",
+            f" {imports[-1]['seconds']:.1f} s inside), peak {imports[-1]['peak_mb']:.0f} MB; "
+            f"COPY of its {imports[-1]['line_items']:,} lines alone {line_copies[-1]:.1f} s",
             flush=True,
         )
     count, spend = copies[-1]["sums"]
@@ -210,6 +284,17 @@ def main() -> None:
     took = statistics.median(i["wall"] for i in imports)
     peak = max(i["peak_mb"] for i in imports)
     ok = took / floor <= GOAL_RATIO and peak <= GOAL_MEMORY_MB
+    lines_floor = statistics.median(line_copies)
+    print(
+        f"\nCOPY of the line table's rows alone: {lines_floor:.1f} s "
+        f"({lines_floor / floor:.2f}x the typed COPY); the import is {took / lines_floor:.2f}x it"
+    )
+    if baselines:
+        before = statistics.median(b["wall"] for b in baselines)
+        print(
+            f"{args.compare}: import {before:.1f} s, {before / floor:.2f}x, peak "
+            f"{max(b['peak_mb'] for b in baselines):.0f} MB (before)"
+        )
     print(
         f"\n{args.rows:,} rows: typed COPY {floor:.1f} s ({args.rows / floor:,.0f} rows/s), "
         f"import {took:.1f} s ({args.rows / took:,.0f} rows/s), {took / floor:.2f}x, peak "

@@ -336,7 +336,7 @@ class ModelApiColumns:
         model = pc.fill_null(clean(arrays[API_MODEL]), UNKNOWN)
         direction = arrays.get(API_DIRECTION)
         direction = (
-            pa.array([OTHER] * length, pa.string())
+            pa.repeat(pa.scalar(OTHER, pa.string()), length)
             if direction is None
             else pc.fill_null(clean(direction), OTHER)
         )
@@ -354,5 +354,5 @@ class ModelApiColumns:
             "token_direction": direction,
             "tokens": number(API_TOKENS),
             "requests": number(API_REQUESTS),
-            "cost_kind": pa.array([CostKind.MODEL_API.value] * length, pa.string()),
+            "cost_kind": pa.repeat(pa.scalar(CostKind.MODEL_API.value, pa.string()), length),
         }

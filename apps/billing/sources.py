@@ -19,10 +19,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-
 from .models import API_KIND_NAMES, BillingSource
 
 SETTLE_SECONDS = 60
@@ -44,11 +40,11 @@ MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 COPY_CHUNK_BYTES = 1024 * 1024
 # Keys per ListObjectsV2 page (S3's own maximum); the paginator follows the continuation tokens.
 S3_PAGE_SIZE = 1000
-S3_CONFIG = Config(
-    connect_timeout=5,
-    read_timeout=60,
-    retries={"max_attempts": 2, "mode": "standard"},
-)
+S3_CONFIG = {
+    "connect_timeout": 5,
+    "read_timeout": 60,
+    "retries": {"max_attempts": 2, "mode": "standard"},
+}
 
 
 class SourceUnavailable(Exception):
@@ -148,16 +144,30 @@ def folder_read_manifest(path: str, key: str) -> bytes:
 def s3_client(source: BillingSource):
     """A client for the source's endpoint and region; credentials come from boto3's usual chain
     (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, an instance role), never the DB."""
+    # boto3 is imported on first use: a process that never reads a bucket (an import of a
+    # file, the web server) does not pay its second of start-up and its memory.
+    import boto3
+    from botocore.config import Config
+
     session = boto3.session.Session()
     return session.client(
         "s3",
         endpoint_url=source.endpoint_url or None,
         region_name=source.region or None,
-        config=S3_CONFIG,
+        config=Config(**S3_CONFIG),
     )
 
 
+def _boto_errors() -> tuple[type[Exception], ...]:
+    """botocore's errors, for an `except` (evaluated only when something was raised)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError)
+
+
 def _s3_error(source: BillingSource, exc: Exception) -> SourceUnavailable:
+    from botocore.exceptions import ClientError, NoCredentialsError
+
     where = f"s3://{source.bucket}/{source.prefix}"
     if isinstance(exc, NoCredentialsError):
         return SourceUnavailable(
@@ -199,7 +209,7 @@ def s3_list(source: BillingSource) -> Listing:
                         last_modified=item.get("LastModified"),
                     )
                 )
-    except (BotoCoreError, ClientError) as exc:
+    except _boto_errors() as exc:
         raise _s3_error(source, exc) from exc
     return listing
 
@@ -209,7 +219,7 @@ def s3_read_manifest(source: BillingSource, key: str, *, client=None) -> bytes:
     try:
         body = client.get_object(Bucket=source.bucket, Key=key)["Body"]
         return body.read(MAX_MANIFEST_BYTES + 1)
-    except (BotoCoreError, ClientError) as exc:
+    except _boto_errors() as exc:
         raise _s3_error(source, exc) from exc
 
 
@@ -221,7 +231,7 @@ def s3_download(source: BillingSource, key: str, target: Path, *, client=None) -
         body = client.get_object(Bucket=source.bucket, Key=key)["Body"]
         with target.open("wb") as handle:
             shutil.copyfileobj(body, handle, COPY_CHUNK_BYTES)
-    except (BotoCoreError, ClientError) as exc:
+    except _boto_errors() as exc:
         raise _s3_error(source, exc) from exc
     except OSError as exc:
         raise SourceUnavailable(f"s3://{source.bucket}/{key} cannot be saved: {exc}") from exc

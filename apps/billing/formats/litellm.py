@@ -89,7 +89,7 @@ class LiteLlmSpendLogsFormat(BillingFormat):
             ),
             direction=api.constant(OTHER, length),
             tokens=tokens,
-            requests=pa.array([Decimal(1)] * length, api.COUNT),
+            requests=pa.repeat(pa.scalar(Decimal(1), api.COUNT), length),
             description=api.text(batch, "request_id"),
             tags=None if tags.null_count == length else api.tags_from_list(tags, "request_tags"),
         )

@@ -40,7 +40,7 @@ class ApiColumnMap(ColumnMap):
 
     prices: dict = field(default_factory=dict, compare=False)
     unpriced: set = field(default_factory=set, compare=False)
-    seen: set = field(default_factory=set, compare=False)
+    seen: api.SeenIds = field(default_factory=api.SeenIds, compare=False)
 
 
 def line_item_parse(value: str | None) -> tuple[str, str]:

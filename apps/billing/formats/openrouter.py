@@ -87,7 +87,7 @@ class OpenRouterGenerationFormat(BillingFormat):
             model=pc.fill_null(api.text(batch, "model"), UNKNOWN),
             direction=api.constant(OTHER, length),
             tokens=_add(prompt, completion),
-            requests=pa.array([Decimal(1)] * length, api.COUNT),
+            requests=pa.repeat(pa.scalar(Decimal(1), api.COUNT), length),
             description=api.text(batch, "id"),
         )
         if keep is not None:

@@ -10,11 +10,15 @@ in the same run and alternating, several times:
   runs it) runs the billing service on the file (detect, parse, validate, keep each request
   once, attribute, load, roll up) into empty billing tables; its wall time and peak memory
   (ru_maxrss, every thread).
+- the floor of the line table itself: COPY of the lines the import wrote (copied out first) into
+  an empty table like the line table.
+With `--compare <checkout>`, that checkout's import (its own .venv's Python) runs on the same
+file in each try too, before this one's: before and after a change, in the same run.
 It prints the ratio to the typed COPY and the peak memory (medians of the repeats), and checks
 that the import's totals equal the typed table's sums.
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/costsite_apispend_bench \
-        python bench/import_litellm.py --rows 1000000 --repeat 3
+        python bench/import_litellm.py --rows 1000000 --repeat 3 [--compare ../main]
 
 Goal (issue 26): within 1.2x of the typed COPY, peak memory at most 300 MB.
 """

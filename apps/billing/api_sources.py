@@ -5,9 +5,11 @@ its own: each poll asks the provider's API for a window of days, writes what it 
 saved pages the importers already read (`json_pages.py`), and hands those files to the poll like
 a folder's (`services_sources.billing_source_poll`):
 
-- the window starts `restate_days` before the last good poll (the first poll: the first day of
-  the current month, or `restate_days` ago if earlier), so the days the provider still corrects
-  are pulled again every day, and a source that was down catches up on every day it missed;
+- the window starts `restate_days` before the last good poll (before today on a first poll), so
+  the days the provider still corrects are pulled again on every poll and a source that was down
+  catches up on every day it missed; a month never pulled from its first day is pulled whole
+  (its file replaces the month's delivery, so it must hold all of it). It ends with today
+  (OpenRouter: yesterday, its last completed day, and at most 30 days back);
 - every page is followed (`has_more`/`next_page`, LiteLLM's `total_pages`) and the answer is split
   by day (UTC): one file per day under COSTSITE_DATA_DIR/sources/<source>/api/days/. A day in the
   window is replaced whole by what the provider answers now; a day it no longer lists is removed;

@@ -37,6 +37,15 @@ class BillingSourceForm(SiteModelForm):
         "columns, file by file.",
     )
 
+    restate_days = forms.IntegerField(
+        required=False,
+        min_value=1,
+        initial=3,
+        label="Pull again the last (days)",
+        help_text="Hosted API only: the days before the last good poll pulled again each time "
+        "(the providers' figures arrive late). Empty: 3.",
+    )
+
     class Meta:
         model = BillingSource
         fields = [
@@ -72,6 +81,8 @@ class BillingSourceForm(SiteModelForm):
         for name in ("path", "bucket", "prefix", "endpoint_url", "region"):
             if isinstance(cleaned.get(name), str):
                 cleaned[name] = cleaned[name].strip()
+        if not cleaned.get("restate_days"):
+            cleaned["restate_days"] = 3
         kind = cleaned.get("kind")
         if kind == BillingSource.Kind.FOLDER:
             self._clean_folder(cleaned)

@@ -224,3 +224,54 @@ def test_a_sources_page_shows_its_accounts_data_as_of_without_a_source_column(so
     assert "<td><code>111111111111</code></td>" in table
     assert '<td class="nowrap">2 Jan 2025 11:00</td>' in table
     assert "31 days behind" in table  # 2 Jan 11:00 to 3 Feb 09:00
+
+
+def test_a_hosted_api_source_is_saved_with_its_report_and_key_variable(acme, staff_client):
+    response = staff_client.post(
+        reverse("billing_source_create"),
+        {
+            "name": "openai",
+            "kind": "openai_api",
+            "format": "openai_usage",
+            "path": "/ignored",
+            "api_key_env": "OPENAI_ADMIN_KEY_PROD",
+            "restate_days": 5,
+            "interval_minutes": 1440,
+        },
+    )
+
+    source = BillingSource.objects.get()
+    assert response.status_code == 302
+    assert (source.kind, source.format, source.path, source.endpoint_url) == (
+        "openai_api",
+        "openai_usage",
+        "",
+        "",
+    )
+    assert (source.api_key_env, source.restate_days, source.location) == (
+        "OPENAI_ADMIN_KEY_PROD",
+        5,
+        "https://api.openai.com",
+    )
+
+
+def test_a_hosted_api_source_refuses_another_report_and_a_proxy_without_url(acme, staff_client):
+    body = staff_client.post(
+        reverse("billing_source_create"),
+        {"name": "or", "kind": "openrouter_api", "format": "focus", "interval_minutes": 60},
+    ).content.decode()
+    assert "This source pulls one of: openrouter_activity." in body
+
+    body = staff_client.post(
+        reverse("billing_source_create"),
+        {
+            "name": "proxy",
+            "kind": "litellm_api",
+            "format": "auto",
+            "api_key_env": "not a name",
+            "interval_minutes": 60,
+        },
+    ).content.decode()
+    assert "Give the proxy&#x27;s URL, e.g. http://litellm:4000." in body
+    assert "An environment variable&#x27;s name: letters, digits, _." in body
+    assert not BillingSource.objects.exists()

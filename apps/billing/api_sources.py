@@ -252,18 +252,23 @@ def _pages(client: ApiClient, report: Report, params: list[tuple[str, str]]) -> 
         yield client.get(report.path, params)
         return
     if report.paging == "total_pages":
+        # Pages up to the count the proxy gives (each answer's own: requests logged while we
+        # page add to it). A request that moves across a page boundary meanwhile is listed
+        # twice (counted once: request ids are the key) or missed until the next poll, which
+        # pulls its day again.
         page = 1
         while True:
             answer = client.get(
                 report.path, [*params, ("page", str(page)), ("page_size", str(LITELLM_PAGE_SIZE))]
             )
             yield answer
-            total = answer.get("total_pages") or 1
-            if page >= int(total) or not answer["data"]:
+            try:
+                total = int(answer.get("total_pages") or 1)
+            except (TypeError, ValueError):
+                raise SourceUnavailable(f"{report.path}: total_pages is not a number.") from None
+            if page >= total or not answer["data"]:
                 return
             page += 1
-            if page > MAX_PAGES:
-                raise SourceUnavailable(f"{report.path}: more than {MAX_PAGES} pages.")
     cursor, seen = None, set()
     for _ in range(MAX_PAGES):
         answer = client.get(report.path, [*params, *([("page", cursor)] if cursor else [])])
@@ -317,7 +322,11 @@ def _day_of(kind: str, report: Report, item: dict) -> date | None:
 
 
 def _iso_day(value) -> date:
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC).date()
+    """The UTC day of an ISO time; one without a zone is UTC (LiteLLM's database keeps UTC)."""
+    moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        return moment.date()
+    return moment.astimezone(UTC).date()
 
 
 # -- the pull --------------------------------------------------------------------------------

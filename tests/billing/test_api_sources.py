@@ -366,7 +366,7 @@ def test_litellm_spend_logs_follow_total_pages_and_count_each_request_once(acme)
         provider.days = {
             date(2025, 2, 1): [
                 spend_log("req-1", "2025-02-01T10:00:00Z", "0.001"),
-                spend_log("req-2", "2025-02-01T11:00:00Z", "0.002"),
+                spend_log("req-2", "2025-02-01 11:00:00", "0.002"),  # no zone: UTC
                 spend_log("req-3", "2025-02-01T23:59:59Z", "0.004"),
             ],
             date(2025, 2, 3): [spend_log("req-4", "2025-02-03T08:00:00+00:00", "0.008", "hash-b")],

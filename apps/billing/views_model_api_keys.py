@@ -83,8 +83,8 @@ def key_mapping_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @staff_or_lead_only
-def key_mapping_edit(request: HttpRequest, mapping_pk: int) -> HttpResponse:
-    mapping = _mapping_for(request, mapping_pk)
+def key_mapping_edit(request: HttpRequest, key_mapping_pk: int) -> HttpResponse:
+    mapping = _mapping_for(request, key_mapping_pk)
     form = KeyMappingForm(
         request.POST or None,
         projects=projects_editable_by(user=request.user),
@@ -119,8 +119,8 @@ def key_mapping_edit(request: HttpRequest, mapping_pk: int) -> HttpResponse:
 @login_required
 @staff_or_lead_only
 @require_POST
-def key_mapping_delete(request: HttpRequest, mapping_pk: int) -> HttpResponse:
-    mapping = _mapping_for(request, mapping_pk)
+def key_mapping_delete(request: HttpRequest, key_mapping_pk: int) -> HttpResponse:
+    mapping = _mapping_for(request, key_mapping_pk)
     services.key_mapping_delete(mapping=mapping, deleted_by=request.user)
     messages.success(request, f"{mapping.key} is no longer mapped: its spend is unattributed.")
     return redirect("model_api_key_list")

@@ -204,3 +204,11 @@ def test_the_page_says_the_deployment_is_served_by_an_api(project, member_client
     body = page.content.decode()
     assert 'id="served-by-api"' in body
     assert 'data-verdict="self_host"' in body
+
+
+def test_the_models_page_marks_it_served_by_an_api_with_its_bill(project, member_client):
+    called_day(project)
+    body = member_client.get(
+        reverse("build_or_call_list"), {"start": "2025-03-01", "end": "2025-03-02"}
+    ).content.decode()
+    assert "served by an API: $3,650.00 a month" in body

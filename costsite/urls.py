@@ -19,6 +19,7 @@ urlpatterns = [
     path("", include("apps.billing.urls_sources")),
     path("", include("apps.billing.urls_imports")),
     path("", include("apps.billing.urls_allocation")),
+    path("", include("apps.billing.urls_model_api_keys")),
     path("", include("apps.insights.urls")),
     path("", include("apps.trackers.urls")),
     path("", include("apps.digests.urls")),

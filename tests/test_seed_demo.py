@@ -91,8 +91,9 @@ def test_small_demo_has_exactly_the_runs_models_and_deployments_of_its_catalogue
         "evaluation": 4,
         "notebook": 2,
     }
-    assert result["models"] == 4
-    assert result["deployments"] == {"realtime": 2, "batch": 1}
+    # and the two that call hosted APIs (apps/demo/model_api.py), each with its model.
+    assert result["models"] == 4 + 2
+    assert result["deployments"] == {"realtime": 2 + 2, "batch": 1}
     # Every run but the planned one has machines, one spot run two (it was interrupted), and the
     # evaluation runs queue on one shared box; the W&B runs and those of apps/demo/findings.py
     # have one each.
@@ -125,8 +126,8 @@ def test_full_demo_covers_every_status_and_kind_with_a_dozen_projects():
         "evaluation": 25,
         "notebook": 16,
     }
-    assert result["models"] == 12
-    assert result["deployments"] == {"realtime": 4, "batch": 3}
+    assert result["models"] == 12 + 2
+    assert result["deployments"] == {"realtime": 4 + 2, "batch": 3}
     assert Deployment.objects.filter(data_residency=True).count() == 1
     assert Deployment.objects.filter(is_fine_tuned=True).count() == 2
     assert Experiment.objects.filter(is_spot=True).count() == 14
@@ -141,7 +142,7 @@ def test_full_demo_covers_every_status_and_kind_with_a_dozen_projects():
             row.result.requests > 0,
         )
         for row in build_or_call_all(start=start, end=end)
-        if row.result.inputs.api is not None
+        if row.result.inputs.api is not None and not row.result.inputs.api_served
     }
     assert verdicts == {
         "embedder-api": ("self_host", "text-embedding-3-large", True),
@@ -433,3 +434,39 @@ def test_every_deployment_serves_hourly_traffic_and_every_training_run_has_a_los
         shapes.append(loss[-1].value < loss[0].value * 0.5)
     # Some converge, some stay flat.
     assert True in shapes and False in shapes
+
+
+def test_two_teams_call_hosted_apis_each_key_mapped_to_a_deployment_one_should_self_host():
+    """apps/demo/model_api.py: a LiteLLM gateway's log and Bedrock in a CUR, through the real
+    importers; the LiteLLM team and the inference profile mapped; the open model's verdict."""
+    from apps.billing.models import CostLineItem, Delivery, ModelApiKey
+    from apps.demo.model_api import GATEWAY_TEAM, PROFILE
+
+    seed("--small")
+    keys = {
+        m.key: (m.kind, m.project.slug, m.deployment.name)
+        for m in ModelApiKey.objects.select_related("project", "deployment")
+    }
+    assert keys == {
+        GATEWAY_TEAM: ("litellm_team", "doc-search", "wiki-answers"),
+        PROFILE: ("bedrock_profile", "retail-shelf-vision", "shelf-captions"),
+    }
+    formats = set(
+        Delivery.objects.filter(status="current").values_list("format", flat=True).distinct()
+    )
+    assert {"litellm_spend_logs", "aws-cur"} <= formats
+    api_lines = CostLineItem.objects.filter(cost_kind="model_api")
+    assert set(api_lines.values_list("deployment__name", "workload")) == {
+        ("wiki-answers", "inference"),
+        ("shelf-captions", "inference"),
+    }
+    assert set(
+        api_lines.filter(deployment__name="shelf-captions").values_list("model", flat=True)
+    ) == {"Llama3-3-70B"}
+    start, end = default_period()
+    verdicts = {
+        row.deployment.name: (row.result.inputs.api_served, row.result.verdict)
+        for row in build_or_call_all(start=start, end=end)
+        if row.deployment.name in ("wiki-answers", "shelf-captions")
+    }
+    assert verdicts == {"wiki-answers": (True, None), "shelf-captions": (True, "self_host")}

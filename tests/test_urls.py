@@ -87,6 +87,12 @@ class OtherTeam:
         return HostMapping.objects.create(host="hidden-node", resource_id=self.instance_id)
 
     @cached_property
+    def key_mapping(self):
+        from apps.billing.models import ModelApiKey
+
+        return ModelApiKey.objects.create(key="sk-hidden", project=self.project)
+
+    @cached_property
     def finding(self):
         from apps.insights.models import Finding
 
@@ -139,6 +145,7 @@ SAMPLES: dict[str, Sample] = {
     "token_pk": Sample(lambda other: other.token.pk),
     "gpu_pk": Sample(lambda other: other.gpu.pk),
     "mapping_pk": Sample(lambda other: other.host_mapping.pk),
+    "key_mapping_pk": Sample(lambda other: other.key_mapping.pk),
     "finding_pk": Sample(lambda other: other.finding.pk),
     "finding_id": Sample(lambda other: other.finding.pk),
     # GPU metric sources and MLflow servers are the installation's, staff's to change: they
@@ -153,6 +160,8 @@ SAMPLES: dict[str, Sample] = {
     "attribution_run_pk": Sample(lambda other: 1, team_scoped=False),
     # A GPU host in the API's host mappings: they belong to no team.
     "host": Sample(lambda other: "gpu-node-7", team_scoped=False),
+    # A model API key in the API's key mappings: any lead reads them (a lead changes its own).
+    "key": Sample(lambda other: "sk-hidden", team_scoped=False),
     # Django admin's own URLs: staff only, and admin answers everybody else itself.
     "app_label": Sample(lambda other: "projects", team_scoped=False),
     "object_id": Sample(lambda other: "1", team_scoped=False),
@@ -370,6 +379,8 @@ WRITE_BODIES = {
     "api:deployment_traffic_post": {"hours": [{"hour": "2025-03-01T10:00:00Z", "requests": 1}]},
     "api:host_mapping_put": {"resource_id": "i-0hidden"},
     "api:host_mapping_delete": None,
+    "api:model_api_key_put": {"project": "hidden-project"},
+    "api:model_api_key_delete": None,
     "api:finding_status": {"action": "acknowledge"},
 }
 API_WRITES = [
@@ -455,6 +466,9 @@ ACCESS = {
     "gpu_host_mapping_list": "lead",
     "gpu_host_mapping_edit": "lead",
     "gpu_host_mapping_delete": "lead",
+    "model_api_key_list": "lead",
+    "model_api_key_edit": "lead",
+    "model_api_key_delete": "lead",
     "unattributed": "lead",
     "storage": "member",
     "unattributed_export": "lead",

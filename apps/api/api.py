@@ -21,6 +21,7 @@ from .routers import (
     experiments,
     findings,
     host_mappings,
+    model_api_keys,
     models,
     projects,
     spend,
@@ -50,6 +51,7 @@ api.add_router("/projects", deployments.router)
 api.add_router("/projects", spend.router)
 api.add_router("/projects", build_or_call.router)
 api.add_router("/host-mappings", host_mappings.router)
+api.add_router("/model-api-keys", model_api_keys.router)
 api.add_router("/findings", findings.router)
 
 

@@ -8,7 +8,7 @@ create, their default): a script reporting progress sends only what changed.
 
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Literal
 
 from ninja import Schema
 from pydantic import (
@@ -419,6 +419,33 @@ class HostMappingIn(Input):
 class HostMappingOut(Schema):
     host: str
     resource_id: str
+    note: str
+    editable: bool = Field(description="Whether your token may change or delete it.")
+
+
+# ---- model API keys ----
+
+ModelApiKeyKind = Literal[
+    "api_key", "openai_project", "anthropic_workspace", "litellm_team", "bedrock_profile"
+]
+
+
+class ModelApiKeyIn(Input):
+    project: Slug = Field(description="The project whose spend the key's calls are.")
+    deployment: ExternalId | None = Field(
+        default=None,
+        description="The external id of the project's deployment that makes the calls; none: "
+        "the project alone.",
+    )
+    kind: ModelApiKeyKind = "api_key"
+    note: _bounded_text(500) = ""
+
+
+class ModelApiKeyOut(Schema):
+    key: str
+    kind: str
+    project: str = Field(description="The project's slug.")
+    deployment: str | None = Field(description="The deployment's external id (else its name).")
     note: str
     editable: bool = Field(description="Whether your token may change or delete it.")
 

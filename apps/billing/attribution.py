@@ -10,9 +10,12 @@ The order (DESIGN.md, Attribution):
    (never against a project its tags named). Several owners at once share the line by GPU count
    (equally if none has GPUs): the line is stored as one part per owner, the parts adding up
    exactly to the line.
-3. Allocation rules, for lines still without a project: the first rule (by priority, then age)
+3. Model API keys (`ModelApiKey`), for model API lines still without an owner from a tag or a
+   registered resource: a line whose ResourceId, else SubAccountId, is a mapped key (without
+   case) belongs to its project and deployment, as inference.
+4. Allocation rules, for lines still without a project: the first rule (by priority, then age)
    whose shell-style pattern matches the line's account, sub-account, service or resource id.
-4. The rest is unattributed.
+5. The rest is unattributed.
 
 Workload: the owner's (an experiment's kind; a deployment serves inference), else a rule's, else
 storage or network by cost kind, else other; a line without a project is `unattributed`. GPU
@@ -36,7 +39,7 @@ from apps.deployments.models import Deployment, DeploymentResource
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.projects.models import AllocationRule, Project, TagKeyAlias, Workload, usual_workload
 
-from .models import AttributedBy, CostKind
+from .models import AttributedBy, CostKind, ModelApiKey
 
 EARLIEST = -(2**62)
 LATEST = 2**62
@@ -123,6 +126,7 @@ class Attributor:
         owner_keys: dict[str, dict],
         uses: pa.Table,
         rules: list[Rule],
+        api_keys: list[tuple[str, int, int | None]] = (),
     ):
         self.aliases = aliases
         self.projects = projects
@@ -131,6 +135,10 @@ class Attributor:
         self.uses = uses
         self.use_keys = pc.unique(uses["rkey"]) if uses.num_rows else pa.array([], pa.string())
         self.rules = rules
+        # (key without case, project, deployment) of the model API keys mapped.
+        self.api_keys = pa.array([key for key, _, _ in api_keys], pa.string())
+        self._key_project = pa.array([project for _, project, _ in api_keys], pa.int64())
+        self._key_deployment = pa.array([deployment for _, _, deployment in api_keys], pa.int64())
         self._tags: dict[str | None, tuple[int | None, int | None]] = {}
         self._owner_project = pa.array([o.project_id for o in owners], pa.int64())
         self._owner_experiment = pa.array([o.experiment_id for o in owners], pa.int64())
@@ -222,6 +230,12 @@ class Attributor:
                     else usual_workload(registered.get(rule.project_id, ())),
                 )
             )
+        api_keys = [
+            (key.strip().lower(), project_id, deployment_id)
+            for key, project_id, deployment_id in ModelApiKey.objects.order_by("pk").values_list(
+                "key", "project_id", "deployment_id"
+            )
+        ]
         return cls(
             aliases=aliases,
             projects=projects,
@@ -229,6 +243,7 @@ class Attributor:
             owner_keys=owner_keys,
             uses=uses,
             rules=rules,
+            api_keys=api_keys,
         )
 
     # -- per distinct tag set ----------------------------------------------------------------
@@ -281,6 +296,8 @@ class Attributor:
         resource_owner, shared = self._resource_owners(lines, tag_project, tag_owner)
         owner = pc.coalesce(tag_owner, resource_owner)
         project = pc.coalesce(tag_project, pc.take(self._owner_project, owner))
+        key = self._api_keys(lines, project)
+        project = pc.coalesce(project, pc.take(self._key_project, key))
         rule = self._rules(lines, project)
 
         project = pc.coalesce(project, pc.take(self._rule_project, rule))
@@ -288,7 +305,9 @@ class Attributor:
             pc.take(self._owner_experiment, owner), pc.take(self._rule_experiment, rule)
         )
         deployment = pc.coalesce(
-            pc.take(self._owner_deployment, owner), pc.take(self._rule_deployment, rule)
+            pc.take(self._owner_deployment, owner),
+            pc.take(self._key_deployment, key),
+            pc.take(self._rule_deployment, rule),
         )
         by_kind = pc.if_else(
             pc.equal(lines["cost_kind"], CostKind.STORAGE.value),
@@ -309,13 +328,18 @@ class Attributor:
             pc.take(self._rule_gpu_workload, rule),
             pc.take(self._rule_workload, rule),
         )
-        workload = pc.coalesce(pc.take(self._owner_workload, owner), rule_workload, by_kind)
+        key_workload = pc.if_else(
+            pc.is_valid(key), Workload.INFERENCE.value, pa.scalar(None, pa.string())
+        )
+        workload = pc.coalesce(
+            pc.take(self._owner_workload, owner), key_workload, rule_workload, by_kind
+        )
         workload = pc.if_else(pc.is_null(project), Workload.UNATTRIBUTED.value, workload)
         by = pc.if_else(
             pc.or_(pc.is_valid(tag_project), pc.is_valid(tag_owner)),
             AttributedBy.TAG.value,
             pc.if_else(
-                pc.is_valid(resource_owner),
+                pc.or_(pc.is_valid(resource_owner), pc.is_valid(key)),
                 AttributedBy.RESOURCE.value,
                 pc.if_else(pc.is_valid(rule), AttributedBy.RULE.value, AttributedBy.NONE.value),
             ),
@@ -398,6 +422,25 @@ class Attributor:
         mask = pc.is_in(pa.array(range(length), pa.int64()), value_set=rows_matched)
         owners = pc.replace_with_mask(none, mask, first_owner)
         return owners, shared
+
+    def _api_keys(self, lines: pa.Table, project: pa.Array) -> pa.Array:
+        """The mapped key (an index into the mapping) of each model API line without a project
+        yet: its ResourceId's, else its SubAccountId's."""
+        key = pa.nulls(lines.num_rows, pa.int32())
+        if not len(self.api_keys) or not lines.num_rows:
+            return key
+        pending = pc.and_(
+            pc.is_null(project),
+            pc.fill_null(pc.equal(lines["cost_kind"], CostKind.MODEL_API.value), False),
+        )
+        if not pc.any(pending).as_py():
+            return key
+        for column in ("resource_id", "sub_account_id"):
+            values = pc.utf8_lower(lines[column].combine_chunks())
+            found = pc.cast(pc.index_in(values, value_set=self.api_keys), pa.int32())
+            take = pc.and_(pc.and_(pending, pc.is_null(key)), pc.is_valid(found))
+            key = pc.if_else(take, found, key)
+        return key
 
     def _rules(self, lines: pa.Table, project: pa.Array) -> pa.Array:
         rule = pa.nulls(lines.num_rows, pa.int32())

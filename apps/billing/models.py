@@ -4,6 +4,7 @@ from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 
 from apps.projects.models import Workload
 from costsite.polling import PolledSource
@@ -712,3 +713,54 @@ class DailyModelApiCost(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.provider_name} {self.model} {self.token_direction}"
+
+
+class ModelApiKey(models.Model):
+    """A hosted model API's key as billed (an API key, an OpenAI project, an Anthropic
+    workspace, a LiteLLM team, a Bedrock inference profile) and the project, and optionally the
+    deployment, whose calls it pays for: maintained by people, like hosts to resources.
+
+    A model API line whose ResourceId (else SubAccountId) is the key, compared without case,
+    belongs to it, unless a tag or a registered resource said otherwise; a change re-attributes
+    the history through the ownership port."""
+
+    class Kind(models.TextChoices):
+        API_KEY = "api_key", "API key"
+        OPENAI_PROJECT = "openai_project", "OpenAI project"
+        ANTHROPIC_WORKSPACE = "anthropic_workspace", "Anthropic workspace"
+        LITELLM_TEAM = "litellm_team", "LiteLLM team"
+        BEDROCK_PROFILE = "bedrock_profile", "Bedrock inference profile"
+
+    key = models.CharField(
+        max_length=1000,
+        help_text="As the bill names it: the line's resource id (a key, a key's hash, an "
+        "inference profile's ARN) or sub-account (a project, workspace or team).",
+    )
+    kind = models.CharField(max_length=30, choices=Kind.choices, default=Kind.API_KEY)
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.CASCADE, related_name="model_api_keys"
+    )
+    deployment = models.ForeignKey(
+        "deployments.Deployment",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="model_api_keys",
+        help_text="The serving stack that makes the calls; empty: the project alone.",
+    )
+    note = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["key"]
+        verbose_name = "model API key"
+        constraints = [
+            models.UniqueConstraint(Lower("key"), name="modelapikey_key_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} → {self.deployment or self.project}"

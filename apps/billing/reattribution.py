@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 from django.db import connection
-from django.db.models import TextField
+from django.db.models import Q, TextField
 from django.db.models.functions import Cast, Lower
 from django.utils import timezone
 
@@ -245,7 +245,10 @@ def _line_chunks(
     if start is not None:
         lines = lines.filter(charge_period_start__gte=start, charge_period_start__lt=end)
     if keys is not None:
-        lines = lines.annotate(key=Lower("resource_id")).filter(key__in=keys)
+        # A model API key may be a line's sub-account (a project, workspace or team).
+        lines = lines.annotate(key=Lower("resource_id"), sub_key=Lower("sub_account_id")).filter(
+            Q(key__in=keys) | Q(sub_key__in=keys)
+        )
     if narrow is not None:
         lines = narrow(lines)
     after = None

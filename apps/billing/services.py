@@ -318,8 +318,11 @@ def attribution_refresh(
         keys = sorted({r.strip().lower() for r in resource_ids if r.strip()})
         scopes = [
             (item["delivery_id"], _day_start(item["first"]), _day_start(item["last"]))
-            for item in DailyResourceCost.objects.annotate(key=Lower("resource_id"))
-            .filter(key__in=keys)
+            # A model API key may be a line's sub-account (a project, workspace or team).
+            for item in DailyResourceCost.objects.annotate(
+                key=Lower("resource_id"), sub_key=Lower("sub_account_id")
+            )
+            .filter(Q(key__in=keys) | Q(sub_key__in=keys))
             .values("delivery_id")
             .annotate(first=Min("day"), last=Max("day"))
             .order_by("delivery_id")

@@ -54,6 +54,7 @@ from .catalogue import (
 from .findings import demo_part3_runs
 from .gpu import demo_gpu_metrics_load
 from .levers import demo_levers_load
+from .model_api import demo_model_api_load
 from .trackers import demo_tracker_runs_load
 
 DEMO_ORGANIZATION_NAME = "Northwind Robotics"
@@ -95,6 +96,9 @@ DEMO_DATA_STEPS: list[tuple[str, DemoDataStep]] = [
     ("traffic-and-metrics", demo_activity_load),
     # After the bill: the verdicts read the deployments' spend (traffic only where none is).
     ("build-or-call", demo_build_or_call_load),
+    # Hosted model APIs (a LiteLLM gateway's log, Bedrock in a CUR), keys mapped to deployments;
+    # after the catalogue is loaded: the other way's verdict prices a self-hosted instance.
+    ("hosted-model-apis", demo_model_api_load),
     # The traits the inference levers need that no file says (cold starts, objectives).
     ("inference-levers", demo_levers_load),
 ]

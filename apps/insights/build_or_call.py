@@ -88,6 +88,13 @@ class Inputs:
     expected_requests_per_hour: Decimal | None = None  # None: the real volume
     other_currencies: dict[str, Decimal] = field(default_factory=dict)
     thresholds: Thresholds = field(default_factory=Thresholds)
+    # The other way (a deployment served by a hosted API): the API's real cost per request (its
+    # bill ÷ its requests) instead of the catalogue's prices; `spend` and `replicas` are then the
+    # self-hosted alternative's (the replicas the real volume needs, at the catalogue's price).
+    billed_api_per_request: Decimal | None = None
+    api_served: bool = False
+    self_hosted_missing: str = ""  # why the self-hosted alternative has no price (no verdict)
+    extra_notes: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -140,7 +147,10 @@ class Result:
 
     @property
     def monthly_cost(self) -> Decimal:
-        """What the deployment costs a month at the verdict's volume, self-hosted."""
+        """What the deployment costs a month at the verdict's volume, as it is served: self-hosted,
+        or for a deployment served by a hosted API (the other way) the API's."""
+        if self.inputs.api_served and self.api_monthly is not None:
+            return self.api_monthly
         return self.self_hosted_monthly
 
     def self_hosted_monthly_at(self, volume: Decimal) -> Decimal:
@@ -290,6 +300,7 @@ def compute(inputs: Inputs) -> Result:
         f"{money(amount, currency)} of lines in {currency} left out (not {inputs.currency})"
         for currency, amount in sorted(inputs.other_currencies.items())
     ]
+    notes += inputs.extra_notes
     tokens = inputs.tokens_in + inputs.tokens_out
     mean_in = Decimal(inputs.tokens_in) / requests if requests else None
     mean_out = Decimal(inputs.tokens_out) / requests if requests else None
@@ -301,6 +312,8 @@ def compute(inputs: Inputs) -> Result:
         notes.append(f"No price in {inputs.currency} for {inputs.api.name}.")
     elif not requests:
         notes.append("No traffic in the period to take the requests' tokens from.")
+    elif inputs.billed_api_per_request is not None:
+        price = inputs.billed_api_per_request
     elif not tokens:
         notes.append("The traffic reports no tokens: a per-token API cannot be priced.")
     else:
@@ -323,22 +336,32 @@ def compute(inputs: Inputs) -> Result:
     else:
         capacity, capacity_source = None, "unknown"
     replica_monthly = (
-        inputs.spend / (months * inputs.replicas) if hours and inputs.replicas else ZERO
+        # × 730 before ÷ hours: exact wherever the true figure is (a month of an hourly price).
+        inputs.spend * HOURS_PER_MONTH / (hours * inputs.replicas)
+        if hours and inputs.replicas
+        else ZERO
     )
     step_capacity = effective_capacity(capacity, shape.peak_to_mean)
-    even = break_even(
-        api_per_request=price,
-        replica_monthly=replica_monthly,
-        engineering_monthly=engineering_monthly,
-        capacity=step_capacity,
-        replicas=inputs.replicas,
+    even = (
+        None
+        if inputs.self_hosted_missing
+        else break_even(
+            api_per_request=price,
+            replica_monthly=replica_monthly,
+            engineering_monthly=engineering_monthly,
+            capacity=step_capacity,
+            replicas=inputs.replicas,
+        )
     )
 
     real_volume = Decimal(requests) / hours if hours else ZERO
     expected = inputs.expected_requests_per_hour
     if expected is None:
         volume = real_volume
-        self_monthly = self_cost / months if hours else ZERO
+        # self_cost ÷ months, with the engineering a month as given (no round trip through hours).
+        self_monthly = (
+            inputs.spend * HOURS_PER_MONTH / hours + engineering_monthly if hours else ZERO
+        )
         api_monthly = None if price is None else price * volume * HOURS_PER_MONTH
         if requests == 0 and inputs.api is not None and inputs.api.currency == inputs.currency:
             api_monthly = ZERO  # no requests cost nothing to call
@@ -362,6 +385,9 @@ def compute(inputs: Inputs) -> Result:
         even=even,
         volume=volume,
     )
+    if inputs.self_hosted_missing:
+        verdict, margin, reasons = None, None, []
+        notes.append(inputs.self_hosted_missing)
     if requests == 0:
         reasons.append(
             f"no traffic in the period: {money(self_cost, inputs.currency)} of idle spend"

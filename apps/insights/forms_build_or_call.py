@@ -11,6 +11,9 @@ FIELDS = [
     "api_serves_fine_tuned",
     "capacity_per_replica_hour",
     "latency_objective_ms",
+    # The other way (a deployment served by a hosted API).
+    "open_weights",
+    "model_memory_gb",
 ]
 
 

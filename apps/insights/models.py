@@ -38,6 +38,8 @@ class Kind(models.TextChoices):
     BATCH_NOT_REALTIME = "batch_not_realtime", "Serve in batch"
     RIGHT_SIZE_SERVING = "right_size_serving", "Right-size the serving hardware"
     SMALLER_MODEL = "smaller_model", "Try a smaller model"
+    # Hosted model API spend (issue 26, compute_caching.py): a key's prompt caching.
+    MODEL_API_CACHING = "model_api_caching", "Cache more of the prompt"
     UNATTRIBUTED = "unattributed", "Unattributed spend"
 
 
@@ -71,6 +73,7 @@ COMPUTED_KINDS = (
     Kind.SPOT_CANDIDATE,
     Kind.CHEAPER_REGION,
     *INFERENCE_LEVER_KINDS,
+    Kind.MODEL_API_CACHING,
 )
 # Levers whose saving _kind_store takes from the subject (right_size): never any wasted.
 SAVINGS_ONLY_KINDS = frozenset({Kind.RIGHT_SIZE})
@@ -78,7 +81,13 @@ SAVINGS_ONLY_KINDS = frozenset({Kind.RIGHT_SIZE})
 ONE_OFF_KINDS = frozenset({Kind.FAILED_RUN, Kind.NO_SMALL_RUN})
 # Levers: savings per month only (what another way of buying would save), never waste.
 LEVER_KINDS = frozenset(
-    {Kind.RIGHT_SIZE, Kind.SPOT_CANDIDATE, Kind.CHEAPER_REGION, *INFERENCE_LEVER_KINDS}
+    {
+        Kind.RIGHT_SIZE,
+        Kind.SPOT_CANDIDATE,
+        Kind.CHEAPER_REGION,
+        *INFERENCE_LEVER_KINDS,
+        Kind.MODEL_API_CACHING,
+    }
 )
 
 
@@ -493,6 +502,18 @@ class BuildOrCallInputs(models.Model):
         validators=[MinValueValidator(Decimal("0.01"))],
     )
     latency_objective_ms = models.PositiveIntegerField(null=True, blank=True)
+    # The other way (issue 26): a deployment served by a hosted API, against self-hosting it.
+    open_weights = models.BooleanField(
+        "the model's weights are open (it can be self-hosted)", default=False
+    )
+    model_memory_gb = models.DecimalField(
+        "GPU memory one replica needs (GB: weights and KV cache)",
+        max_digits=10,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0.01"))],
+    )
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

@@ -19,6 +19,7 @@ from apps.spend.selectors import data_as_of, deployment_scope, spend_report
 from . import build_or_call
 from .models import BuildOrCallInputs, BuildOrCallSettings, ModelApiPrice
 from .selectors import default_period as findings_default_period
+from .selectors_build_or_call_api import api_served_inputs, is_api_served
 
 SUGGESTIONS = 5
 # Names closer than this to the model's name are offered first; others are not offered at all.
@@ -119,6 +120,18 @@ def build_or_call_inputs(
         if hours
         else []
     )
+    if is_api_served(deployment=deployment, start=start, end=end):
+        # The other way: the model is called from a hosted API today (selectors_build_or_call_api).
+        return api_served_inputs(
+            deployment=deployment,
+            start=start,
+            end=end,
+            choices=choices,
+            org=org,
+            hours=hours,
+            traffic=traffic,
+            shape_thresholds=shape_thresholds or thresholds(),
+        )
     by_hour = {row.hour: row.requests for row in traffic}
     objective = choices.latency_objective_ms or deployment.latency_objective_ms
     within = [
@@ -210,7 +223,8 @@ def build_or_call_ranking(*, user, start: date, end: date) -> list[RankedDeploym
             shape_thresholds=shape,
         )
         ranked.append(RankedDeployment(deployment=deployment, result=result))
-    ranked.sort(key=lambda row: (-row.result.self_hosted_monthly, row.deployment.name))
+    # By what each costs a month as it is served (an API-served one: its API bill).
+    ranked.sort(key=lambda row: (-row.result.monthly_cost, row.deployment.name))
     return ranked
 
 
@@ -257,6 +271,9 @@ def result_json(*, deployment: Deployment, result: build_or_call.Result) -> dict
         "break_even_requests_per_hour": _text(result.break_even_requests_per_hour, "0.01"),
         "requests_per_hour": _text(result.requests_per_hour, "0.01"),
         "expected_requests_per_hour": _text(result.inputs.expected_requests_per_hour, "0.01"),
+        "served_by_api": result.inputs.api_served,
+        "api_monthly": _text(result.api_monthly, "0.01"),
+        "self_hosted_monthly": _text(result.self_hosted_monthly, "0.01"),
         "verdict": result.verdict,
         "monthly_margin": _text(result.monthly_margin, "0.01"),
         "traffic_shape": result.shape.label,

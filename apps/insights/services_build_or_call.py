@@ -20,6 +20,8 @@ def build_or_call_inputs_save(
     engineering_hours_per_month: Decimal | None = None,
     capacity_per_replica_hour: Decimal | None = None,
     latency_objective_ms: int | None = None,
+    open_weights: bool = False,
+    model_memory_gb: Decimal | None = None,
 ) -> BuildOrCallInputs:
     """Store the inputs (None: back to the default). One row per deployment."""
     inputs, _ = BuildOrCallInputs.objects.update_or_create(
@@ -31,6 +33,8 @@ def build_or_call_inputs_save(
             "engineering_hours_per_month": engineering_hours_per_month,
             "capacity_per_replica_hour": capacity_per_replica_hour,
             "latency_objective_ms": latency_objective_ms,
+            "open_weights": open_weights,
+            "model_memory_gb": model_memory_gb,
             "updated_by": by,
         },
     )

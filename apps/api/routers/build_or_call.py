@@ -2,7 +2,7 @@ from datetime import date
 
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
-from ninja import Router, Schema
+from ninja import Field, Router, Schema
 
 from apps.deployments.selectors import external_deployment_for_user
 from apps.insights.selectors_build_or_call import (
@@ -33,6 +33,11 @@ class BuildOrCallOut(Schema):
     break_even_requests_per_hour: str | None
     requests_per_hour: str
     expected_requests_per_hour: str | None
+    served_by_api: bool = Field(
+        description="Served by a hosted API today: the verdict is self-hosting it, the other way."
+    )
+    api_monthly: str | None
+    self_hosted_monthly: str
     verdict: str | None
     monthly_margin: str | None
     traffic_shape: str

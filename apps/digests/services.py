@@ -357,6 +357,7 @@ def _delivery_prepare(
                 period_start=period_start,
                 period_end=period_end,
                 shared=built,
+                readers=readers,
             )
         if digest.is_empty:
             return _Prepared(delivery, digest, None, (Delivery.Status.NOTHING_TO_REPORT, "", False))

@@ -119,7 +119,11 @@ def render_all(now: datetime) -> tuple[float, int, int]:
         digest = built.get(key)
         if digest is None:
             digest = built[key] = selectors.digest_build(
-                subscription=subscription, period_start=start, period_end=end, shared=built
+                subscription=subscription,
+                period_start=start,
+                period_end=end,
+                shared=built,
+                readers=readers,
             )
         if not digest.is_empty:
             size += len(

@@ -43,6 +43,7 @@ from .models import Alert, Frequency, Subscription
 ZERO = Decimal("0")
 TOP_FINDINGS = 10
 TOP_MOVERS = 5
+INSTANCES_FIRST = 500  # findings read at once the first time a digest lists some (DigestReads)
 
 
 def period_of(*, frequency: str, day: date) -> tuple[date, date]:
@@ -247,6 +248,7 @@ class DigestReads:
         self.shared: dict = {}  # unattributed spend, per window
         self._spend: dict[tuple[int, ...], tuple[list[Change], list[Change]]] = {}
         self._budgets: dict[tuple[int, ...], list[BudgetLine]] = {}
+        self._budget_lines: list[BudgetLine] | None = None
         self._counted: dict[frozenset[int], dict[str, Decimal]] = {}
         self._instances: dict[int, Finding] = {}
         self._names: dict[str, dict[int, dict]] = {"experiment": {}, "deployment": {}}
@@ -387,6 +389,14 @@ class DigestReads:
     def instances(self, pks: list[int]) -> dict[int, Finding]:
         """The findings themselves (with their project), read once whoever lists them."""
         missing = [pk for pk in pks if pk not in self._instances]
+        if missing and not self._instances:
+            # The first time, with the findings that waste most in the period: any digest's top
+            # findings are mostly among them, so few digests need a query of their own.
+            largest = sorted(
+                self.period_wasted,
+                key=lambda pk: -self.period_wasted[pk].get(self.currency, ZERO),
+            )
+            missing = sorted(set(missing) | set(largest[:INSTANCES_FIRST]))
         if missing:
             for finding in Finding.objects.filter(pk__in=missing).select_related("project"):
                 self._instances[finding.pk] = finding
@@ -500,7 +510,12 @@ class DigestReads:
             key=lambda item: (-abs(item[1] - item[2]), item[0]),
         )[:TOP_MOVERS]
         names = self._names[kind]
-        missing = [pk for pk, *_ in ranked if pk not in names]
+        if not names:  # every owner with spend in the rows, named in one query
+            column = 1 if kind == "experiment" else 2
+            wanted = {row[column] for row in self.spend_rows if row[column] is not None}
+            missing = [pk for pk, *_ in ranked] + sorted(wanted)
+        else:
+            missing = [pk for pk, *_ in ranked if pk not in names]
         if missing:
             model, parent = {
                 "experiment": (Experiment, "project__name"),
@@ -525,10 +540,18 @@ class DigestReads:
         )
 
     def budgets(self, projects: tuple[int, ...]) -> list[BudgetLine]:
+        """`budget_lines` of these projects: the lines of every project in scope, in its order
+        (a sort on each line's own figures and name), with those of other projects left out."""
+        if self._budget_lines is None:
+            scoped = Project.objects.all()
+            if self.projects is not None:
+                scoped = scoped.filter(pk__in=self.projects)
+            self._budget_lines = budget_lines(projects=scoped, summary=self.month)
         if projects not in self._budgets:
-            self._budgets[projects] = budget_lines(
-                projects=Project.objects.filter(pk__in=projects), summary=self.month
-            )
+            seen = set(projects)
+            self._budgets[projects] = [
+                line for line in self._budget_lines if line.project.pk in seen
+            ]
         return self._budgets[projects]
 
     def _unregistered_read(self) -> None:

@@ -1,30 +1,28 @@
 """Reads of the digests app: what a person's next digest says (built from the insights and spend
 selectors, the same reads the waste and spend pages make), and the alerts of a project."""
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import F, QuerySet
+from django.db.models import Case, F, Q, QuerySet, Sum, Value, When
 
 from apps.accounts.models import Membership, Organization
 from apps.accounts.templatetags.costsite import money
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
-from apps.insights.models import NOT_WASTE_KINDS, Finding, Status
-from apps.insights.selectors import (
-    findings_filtered,
-    findings_visible_to,
-    realised_savings,
-    waste_totals,
-    wasted_in_period,
-)
+from apps.insights.compute import day_start
+from apps.insights.models import NOT_WASTE_KINDS, PRECEDENCE, Finding, FindingHour, Status
+from apps.insights.selectors import findings_filtered, findings_visible_to, realised_savings
 from apps.projects.models import Project
 from apps.projects.selectors import projects_visible_to
 from apps.spend.filters import Period
 from apps.spend.selectors import (
+    MONEY,
     BudgetLine,
     Change,
+    SpendChanges,
     SpendScope,
     UnattributedResource,
     UnattributedSummary,
@@ -32,8 +30,10 @@ from apps.spend.selectors import (
     data_as_of,
     last_day_with_data,
     month_summary,
+    movers,
+    pareto,
+    rollup_query,
     sees_unattributed,
-    spend_changes,
     unattributed_resources,
     unattributed_summary,
 )
@@ -43,6 +43,7 @@ from .models import Alert, Frequency, Subscription
 ZERO = Decimal("0")
 TOP_FINDINGS = 10
 TOP_MOVERS = 5
+INSTANCES_FIRST = 500  # findings read at once the first time a digest lists some (DigestReads)
 
 
 def period_of(*, frequency: str, day: date) -> tuple[date, date]:
@@ -215,43 +216,432 @@ def _headline(
     return f"No spend and no waste {label}."
 
 
+class DigestReads:
+    """What the digests of one period read, read once for all their readers.
+
+    A run sends many digests of one period that differ only in whose projects and findings they
+    add up; each digest made about 20 queries of its own (the waste page's and the spend pages'
+    selectors over its projects), most of a run's time. Here the same rows are read once for
+    everyone in scope: the active findings, their hours in the period (the waste page's counted
+    once, `wasted_counted_once`, is then worked out per digest over its own findings, the same
+    rule over the same rows), the resolved ones, the rollup's spend of the period and the one
+    before by project and owner (`spend_changes`' grouped query, unscoped: each digest adds up its
+    projects' rows), the month's figures and the new runs without resources. `projects` None is
+    everyone's (a run); a tuple scopes the reads to those projects (one person's preview), with
+    findings of no project when `unattributed`.
+    """
+
+    def __init__(
+        self,
+        *,
+        period_start: date,
+        period_end: date,
+        projects: tuple[int, ...] | None = None,
+        unattributed: bool = True,
+    ):
+        self.period_start, self.period_end = period_start, period_end
+        self.currency = Organization.get().currency
+        self.as_of = data_as_of()
+        self.covered_end = _covered_end(start=period_start, end=period_end, as_of=self.as_of)
+        self.days = (self.covered_end - period_start).days
+        self.projects = projects
+        self.shared: dict = {}  # unattributed spend, per window
+        self._spend: dict[tuple[int, ...], tuple[list[Change], list[Change]]] = {}
+        self._budgets: dict[tuple[int, ...], list[BudgetLine]] = {}
+        self._budget_lines: list[BudgetLine] | None = None
+        self._counted: dict[frozenset[int], dict[str, Decimal]] = {}
+        self._instances: dict[int, Finding] = {}
+        self._names: dict[str, dict[int, dict]] = {"experiment": {}, "deployment": {}}
+        self._realised: dict[int, dict[str, Decimal]] = {}
+        self._findings_read(unattributed=unattributed)
+        self._spend_read()
+        self.month = month_summary(
+            scope=SpendScope(currency=self.currency),
+            today=period_end - timedelta(days=1),
+            as_of=self.as_of,
+        )
+        self._unregistered_read()
+
+    def _scoped(self, model, *, unattributed: bool = False) -> QuerySet:
+        rows = model.objects.all()
+        if self.projects is None:
+            return rows if unattributed else rows.filter(project__isnull=False)
+        seen = Q(project_id__in=self.projects)
+        return rows.filter(seen | Q(project__isnull=True) if unattributed else seen)
+
+    # -- Findings ---------------------------------------------------------------------------
+
+    def _findings_read(self, *, unattributed: bool) -> None:
+        active = self._scoped(Finding, unattributed=unattributed).filter(
+            status__in=[Status.OPEN, Status.ACKNOWLEDGED]
+        )
+        # pk -> (project id, kind, rank amount, subject, savings per month)
+        self.active = {
+            pk: (project, kind, rank, resource_id or subject_key, savings)
+            for pk, project, kind, rank, resource_id, subject_key, savings in active.values_list(
+                "pk",
+                "project_id",
+                "kind",
+                "rank_amount",
+                "resource_id",
+                "subject_key",
+                "savings_per_month",
+            )
+        }
+        hours = FindingHour.objects.filter(
+            finding__in=active,
+            hour__gte=day_start(self.period_start),
+            hour__lt=day_start(self.period_end),
+        )
+        # Each finding's wasted in the period (`wasted_in_period`).
+        self.period_wasted: dict[int, dict[str, Decimal]] = defaultdict(dict)
+        for finding, currency, amount in (
+            hours.values("finding_id", "currency")
+            .annotate(wasted=Sum("wasted"))
+            .order_by()
+            .values_list("finding_id", "currency", "wasted")
+        ):
+            if amount:
+                self.period_wasted[finding][currency] = amount
+        # The rows `wasted_counted_once` reads, by line-hour: a line-hour that one finding alone
+        # holds adds its wasted whatever else a digest counts, so those are summed per finding
+        # here; the shared ones are counted per digest, among its findings only.
+        line_hours: dict[tuple, list[tuple[int, int, Decimal, Decimal]]] = defaultdict(list)
+        for finding, line_key, hour, currency, amount, spend in (
+            hours.filter(wasted__gt=0)
+            .exclude(finding__kind__in=NOT_WASTE_KINDS)
+            .values_list("finding_id", "line_key", "hour", "currency", "wasted", "spend")
+            .iterator(chunk_size=20_000)
+        ):
+            rank = PRECEDENCE[self.active[finding][1]]
+            line_hours[(line_key, hour, currency)].append((finding, rank, amount, spend))
+        self._alone: dict[int, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+        self._shared_hours: list[tuple[str, list[tuple[int, int, Decimal, Decimal]]]] = []
+        self._shared_of: dict[int, list[int]] = defaultdict(list)
+        for (_line, _hour, currency), rows in line_hours.items():
+            if len(rows) == 1:
+                self._alone[rows[0][0]][currency] += rows[0][2]
+                continue
+            index = len(self._shared_hours)
+            self._shared_hours.append((currency, rows))
+            for finding in {row[0] for row in rows}:
+                self._shared_of[finding].append(index)
+        resolved = self._scoped(Finding).filter(
+            status=Status.RESOLVED,
+            resolved_at__date__gte=self.period_start,
+            resolved_at__date__lt=self.period_end,
+        )
+        self.resolved = list(
+            resolved.select_related("project", "experiment", "deployment").order_by(
+                "-rank_amount", "-pk"
+            )
+        )
+
+    def findings_of(
+        self, *, visible: tuple[int, ...], unattributed: bool, chosen: bool, minimum
+    ) -> list[int]:
+        """The pks `digest_findings` gives: what the waste page lists for that reader with
+        status "active", the same minimum, narrowed to the chosen projects (then `visible`)."""
+        seen = set(visible)
+        return [
+            pk
+            for pk, (project, _kind, rank, _subject, _savings) in self.active.items()
+            if (project in seen if project is not None else unattributed and not chosen)
+            and (not minimum or rank >= minimum)
+        ]
+
+    def counted_once(self, findings: list[int]) -> dict[str, Decimal]:
+        """`wasted_counted_once` over these findings (the waste kinds among them)."""
+        waste = frozenset(pk for pk in findings if self.active[pk][1] not in NOT_WASTE_KINDS)
+        if waste in self._counted:
+            return self._counted[waste]
+        wasted: dict[str, Decimal] = defaultdict(Decimal)
+        for pk in waste:
+            for currency, amount in self._alone.get(pk, {}).items():
+                wasted[currency] += amount
+        for index in sorted({index for pk in waste for index in self._shared_of.get(pk, ())}):
+            currency, every = self._shared_hours[index]
+            rows = [row for row in every if row[0] in waste]
+            if len(rows) == 1:
+                wasted[currency] += rows[0][2]
+                continue
+            cap = max(spend for _pk, _rank, _amount, spend in rows)
+            counted = ZERO
+            for _pk, _rank, amount, _spend in sorted(rows, key=lambda row: row[1]):
+                counted += min(amount, cap - counted)
+            wasted[currency] += counted
+        self._counted[waste] = dict(wasted)
+        return self._counted[waste]
+
+    def savings_per_month(self, findings: list[int]) -> dict[str, Decimal]:
+        """`waste_totals`' savings per month: per subject the largest lever, summed."""
+        per_subject: dict[tuple[str, str], Decimal] = {}
+        for pk in findings:
+            _project, _kind, _rank, subject, savings = self.active[pk]
+            for currency, amount in (savings or {}).items():
+                key = (subject, currency)
+                per_subject[key] = max(per_subject.get(key, ZERO), Decimal(amount))
+        savings: dict[str, Decimal] = defaultdict(Decimal)
+        for (_subject, currency), amount in per_subject.items():
+            savings[currency] += amount
+        return dict(savings)
+
+    def instances(self, pks: list[int]) -> dict[int, Finding]:
+        """The findings themselves (with their project), read once whoever lists them."""
+        missing = [pk for pk in pks if pk not in self._instances]
+        if missing and not self._instances:
+            # The first time, with the findings that waste most in the period: any digest's top
+            # findings are mostly among them, so few digests need a query of their own.
+            largest = sorted(
+                self.period_wasted,
+                key=lambda pk: -self.period_wasted[pk].get(self.currency, ZERO),
+            )
+            missing = sorted(set(missing) | set(largest[:INSTANCES_FIRST]))
+        if missing:
+            for finding in Finding.objects.filter(pk__in=missing).select_related("project"):
+                self._instances[finding.pk] = finding
+        return {pk: self._instances[pk] for pk in pks if pk in self._instances}
+
+    def realised(self, finding: Finding) -> dict[str, Decimal]:
+        if finding.pk not in self._realised:
+            self._realised[finding.pk] = realised_savings(finding=finding, as_of=self.as_of)
+        return self._realised[finding.pk]
+
+    # -- Spend ------------------------------------------------------------------------------
+
+    def _spend_read(self) -> None:
+        """`spend_changes`' grouped rows, for every project in scope at once."""
+        self.names = {
+            row["pk"]: row for row in Project.objects.values("pk", "name", "slug", "team__name")
+        }
+        self.spend_rows: list[tuple[int, int | None, int | None, Decimal, Decimal]] = []
+        if self.days <= 0:
+            return
+        period = Period(self.period_start, self.covered_end)
+        previous = period.previous
+        scoped = None if self.projects is None else Project.objects.filter(pk__in=self.projects)
+        scope = SpendScope(currency=self.currency, projects=scoped)
+        sums = {
+            "current": Sum(
+                Case(When(day__gte=period.start, then=F("effective_cost")), default=Value(ZERO)),
+                output_field=MONEY,
+            ),
+            "previous": Sum(
+                Case(When(day__lt=period.start, then=F("effective_cost")), default=Value(ZERO)),
+                output_field=MONEY,
+            ),
+        }
+        query = rollup_query(
+            scope.q() & Q(billing_currency=self.currency),
+            Period(previous.start, period.end),
+            lambda rows: (
+                rows.values("project_id", "experiment_id", "deployment_id")
+                .annotate(**sums)
+                .order_by()
+            ),
+            cuts=(period.start,),
+        )
+        if query is not None:
+            self.spend_rows = [
+                (
+                    row["project_id"],
+                    row["experiment_id"],
+                    row["deployment_id"],
+                    row["current"],
+                    row["previous"],
+                )
+                for row in query
+            ]
+
+    def spend(self, projects: tuple[int, ...]) -> tuple[list[Change], list[Change]]:
+        """`spend_changes` over these projects: each project's change and the top movers."""
+        if projects in self._spend:
+            return self._spend[projects]
+        if self.days <= 0:
+            self._spend[projects] = ([], [])
+            return self._spend[projects]
+        seen = set(projects)
+        totals: dict[str, dict[int, list[Decimal]]] = {
+            "project": defaultdict(lambda: [ZERO, ZERO]),
+            "experiment": defaultdict(lambda: [ZERO, ZERO]),
+            "deployment": defaultdict(lambda: [ZERO, ZERO]),
+        }
+        for project, experiment, deployment, current, before in self.spend_rows:
+            if project not in seen:
+                continue
+            for kind, key in (
+                ("project", project),
+                ("experiment", experiment),
+                ("deployment", deployment),
+            ):
+                if key is not None:
+                    totals[kind][key][0] += current
+                    totals[kind][key][1] += before
+        project_changes = [
+            Change(
+                kind="project",
+                pk=pk,
+                name=self.names[pk]["name"],
+                current=current,
+                previous=before,
+                parent=self.names[pk]["team__name"],
+                slug=self.names[pk]["slug"],
+            )
+            for pk, (current, before) in totals["project"].items()
+            if pk in self.names
+        ]
+        project_changes.sort(key=lambda change: (-change.current, change.name))
+        changes = SpendChanges(
+            projects=project_changes,
+            experiments=self._named("experiment", totals["experiment"]),
+            deployments=self._named("deployment", totals["deployment"]),
+            models=pareto(noun="models", amounts=[]),
+        )
+        top = [*changes.experiment_movers(TOP_MOVERS), *changes.deployment_movers(TOP_MOVERS)]
+        top.sort(key=lambda change: (-abs(change.change), change.name))
+        self._spend[projects] = (project_changes, top[:TOP_MOVERS])
+        return self._spend[projects]
+
+    def _named(self, kind: str, totals: dict[int, list[Decimal]]) -> list[Change]:
+        """`spend_changes`' largest changes of one kind (`names_for` TOP_MOVERS), named."""
+        moved = [(pk, now, before) for pk, (now, before) in totals.items() if now != before]
+        ranked = sorted(
+            moved,
+            key=lambda item: (-abs(item[1] - item[2]), item[0]),
+        )[:TOP_MOVERS]
+        names = self._names[kind]
+        if not names:  # every owner with spend in the rows, named in one query
+            column = 1 if kind == "experiment" else 2
+            wanted = {row[column] for row in self.spend_rows if row[column] is not None}
+            missing = [pk for pk, *_ in ranked] + sorted(wanted)
+        else:
+            missing = [pk for pk, *_ in ranked if pk not in names]
+        if missing:
+            model, parent = {
+                "experiment": (Experiment, "project__name"),
+                "deployment": (Deployment, "model__name"),
+            }[kind]
+            for row in model.objects.filter(pk__in=missing).values("pk", "name", parent):
+                names[row["pk"]] = {"name": row["name"], "parent": row[parent] or ""}
+        return movers(
+            [
+                Change(
+                    kind=kind,
+                    pk=pk,
+                    name=names[pk]["name"],
+                    current=current,
+                    previous=before,
+                    parent=names[pk]["parent"],
+                )
+                for pk, current, before in ranked
+                if pk in names
+            ],
+            limit=TOP_MOVERS,
+        )
+
+    def budgets(self, projects: tuple[int, ...]) -> list[BudgetLine]:
+        """`budget_lines` of these projects: the lines of every project in scope, in its order
+        (a sort on each line's own figures and name), with those of other projects left out."""
+        if self._budget_lines is None:
+            scoped = Project.objects.all()
+            if self.projects is not None:
+                scoped = scoped.filter(pk__in=self.projects)
+            self._budget_lines = budget_lines(projects=scoped, summary=self.month)
+        if projects not in self._budgets:
+            seen = set(projects)
+            self._budgets[projects] = [
+                line for line in self._budget_lines if line.project.pk in seen
+            ]
+        return self._budgets[projects]
+
+    def _unregistered_read(self) -> None:
+        self.unregistered: dict[str, list[dict]] = {}
+        for kind, model in (("experiment", Experiment), ("deployment", Deployment)):
+            self.unregistered[kind] = list(
+                self._scoped(model)
+                .filter(
+                    created_at__date__gte=self.period_start,
+                    created_at__date__lt=self.period_end,
+                    resources__isnull=True,
+                    tags={},
+                )
+                .values("pk", "name", "project_id", "project__name", "created_at")
+                .order_by("created_at", "pk")
+            )
+
+    def unregistered_of(self, projects: tuple[int, ...]) -> list[Unregistered]:
+        seen = set(projects)
+        found = []
+        for kind in ("experiment", "deployment"):
+            rows = [row for row in self.unregistered[kind] if row["project_id"] in seen][:10]
+            found += [
+                Unregistered(kind, row["pk"], row["name"], row["project__name"], row["created_at"])
+                for row in rows
+            ]
+        return found
+
+
+def digest_reads(
+    *, period_start: date, period_end: date, shared: dict | None, readers: "Readers", user
+) -> DigestReads:
+    """The reads of a run (kept in `shared`, for everyone), or of one person's digest."""
+    if shared is None:
+        return DigestReads(
+            period_start=period_start,
+            period_end=period_end,
+            projects=readers.visible(user),
+            unattributed=readers.sees_unattributed(user),
+        )
+    key = ("reads", period_start, period_end)
+    if key not in shared:
+        shared[key] = DigestReads(period_start=period_start, period_end=period_end)
+    return shared[key]
+
+
 def digest_build(
     *,
     subscription: Subscription,
     period_start: date,
     period_end: date,
     shared: dict | None = None,
+    readers: "Readers | None" = None,
 ) -> Digest:
     """The digest of `subscription` for `[period_start, period_end)`.
 
     Waste is the waste page's: the same findings (`digest_findings`), counted once over the same
     days. Spend and its change are compared over the days the bill covers only, so a bill that
     lags reads as "data as of", never as a drop. `shared` keeps, for a run that builds many
-    digests, what does not depend on who reads them (the month's figures per project, the
-    unattributed spend), so it is read once.
+    digests, the reads of the period (`DigestReads`, for everyone) so that they are made once;
+    `readers` (`readers_of`) says who sees what without a query per person.
     """
-    shared = {} if shared is None else shared
     user = subscription.user
-    currency = Organization.get().currency
-    projects = subscription_projects(subscription=subscription)
-    as_of = data_as_of()
-    covered_end = _covered_end(start=period_start, end=period_end, as_of=as_of)
-    # The ids first: the selectors below then filter on a plain list rather than repeating the
-    # visibility joins in every query (a third of a digest's SQL time on the benchmark).
-    finding_ids = list(digest_findings(subscription=subscription).values_list("pk", flat=True))
-    findings = Finding.objects.filter(pk__in=finding_ids)
-    totals = waste_totals(findings=findings, start=period_start, end=period_end, today=period_end)
-    period_wasted = wasted_in_period(findings=findings, start=period_start, end=period_end)
+    readers = readers or readers_of([subscription])
+    reads = digest_reads(
+        period_start=period_start,
+        period_end=period_end,
+        shared=shared,
+        readers=readers,
+        user=user,
+    )
+    currency, as_of, covered_end = reads.currency, reads.as_of, reads.covered_end
+    chosen = set(_chosen(subscription))
+    visible = readers.visible(user)
+    projects = tuple(pk for pk in visible if pk in chosen) if chosen else visible
+    finding_ids = reads.findings_of(
+        visible=projects,
+        unattributed=readers.sees_unattributed(user),
+        chosen=bool(chosen),
+        minimum=subscription.minimum_amount,
+    )
     ranked = sorted(
         (
-            (amounts.get(currency, ZERO), pk)
-            for pk, amounts in period_wasted.items()
-            if amounts.get(currency, ZERO) > 0
+            (reads.period_wasted[pk].get(currency, ZERO), pk)
+            for pk in finding_ids
+            if reads.period_wasted.get(pk, {}).get(currency, ZERO) > 0
         ),
         reverse=True,
     )
-    top_ids = [pk for _amount, pk in ranked[:TOP_FINDINGS]]
-    by_pk = {f.pk: f for f in Finding.objects.filter(pk__in=top_ids).select_related("project")}
+    by_pk = reads.instances([pk for _amount, pk in ranked[:TOP_FINDINGS]])
     top = [
         DigestFinding(
             finding=by_pk[pk],
@@ -265,74 +655,36 @@ def digest_build(
         for amount, pk in ranked[:TOP_FINDINGS]
         if pk in by_pk
     ]
-    resolved_findings = findings_visible_to(user=user).filter(
-        status=Status.RESOLVED,
-        resolved_at__date__gte=period_start,
-        resolved_at__date__lt=period_end,
-        project__in=projects,
-    )
-    resolved = []
-    for finding in resolved_findings.order_by("-rank_amount", "-pk")[:TOP_FINDINGS]:
-        realised = realised_savings(finding=finding, as_of=as_of)
-        resolved.append(ResolvedFinding(finding=finding, realised_per_month=realised.get(currency)))
+    seen = set(projects)
+    resolved = [
+        ResolvedFinding(finding=finding, realised_per_month=reads.realised(finding).get(currency))
+        for finding in [f for f in reads.resolved if f.project_id in seen][:TOP_FINDINGS]
+    ]
     realised_total: dict[str, Decimal] = {}
     for item in resolved:
         if item.realised_per_month is not None:
             realised_total[currency] = realised_total.get(currency, ZERO) + item.realised_per_month
 
-    scope = SpendScope(currency=currency, projects=projects)
-    days = (covered_end - period_start).days
-    if days > 0:
-        changes = spend_changes(
-            scope=scope,
-            period=Period(period_start, covered_end),
-            names_for=TOP_MOVERS,
-            models=False,
-        )
-        project_changes = changes.projects
-        movers = [*changes.experiment_movers(TOP_MOVERS), *changes.deployment_movers(TOP_MOVERS)]
-        movers.sort(key=lambda change: (-abs(change.change), change.name))
-        movers = movers[:TOP_MOVERS]
-    else:
-        project_changes, movers = [], []
+    project_changes, top_movers = reads.spend(projects)
     spend = sum((change.current for change in project_changes), ZERO)
     before = sum((change.previous for change in project_changes), ZERO)
-    # A project's month so far and forecast are its own whoever reads them: read all once.
-    month_key = ("month", currency, period_end, as_of)
-    if month_key not in shared:
-        shared[month_key] = month_summary(
-            scope=SpendScope(currency=currency), today=period_end - timedelta(days=1), as_of=as_of
-        )
-    budgets = budget_lines(projects=projects, summary=shared[month_key])
+    budgets = reads.budgets(projects)
 
     unattributed, unattributed_top = None, []
-    if sees_unattributed(user=user) and not _chosen(subscription) and days > 0:
+    days = reads.days
+    if readers.sees_unattributed(user) and not chosen and days > 0:
         window = Period(period_start, covered_end)
         key = ("unattributed", currency, period_start, covered_end)
-        if key not in shared:
-            shared[key] = (
+        if key not in reads.shared:
+            reads.shared[key] = (
                 unattributed_summary(period=window, currency=currency),
                 unattributed_resources(period=window, currency=currency, limit=5, detail=False),
             )
-        unattributed, unattributed_top = shared[key]
-
-    unregistered = [
-        Unregistered(kind, row["pk"], row["name"], row["project__name"], row["created_at"])
-        for kind, model in (("experiment", Experiment), ("deployment", Deployment))
-        for row in model.objects.filter(
-            project__in=projects,
-            created_at__date__gte=period_start,
-            created_at__date__lt=period_end,
-            resources__isnull=True,
-            tags={},
-        )
-        .values("pk", "name", "project__name", "created_at")
-        .order_by("created_at", "pk")[:10]
-    ]
+        unattributed, unattributed_top = reads.shared[key]
 
     waste_only = [item for item in top if item.finding.kind not in NOT_WASTE_KINDS]
     label = "last week" if subscription.frequency == Frequency.WEEKLY else "yesterday"
-    wasted = totals.wasted.get(currency, ZERO)
+    wasted = dict(reads.counted_once(finding_ids))
     return Digest(
         frequency=subscription.frequency,
         period_start=period_start,
@@ -343,7 +695,7 @@ def digest_build(
         headline=_headline(
             label=label,
             currency=currency,
-            wasted=wasted,
+            wasted=wasted.get(currency, ZERO),
             top=waste_only,
             spend=spend,
             before=before,
@@ -351,17 +703,17 @@ def digest_build(
         projects=project_changes,
         spend=spend,
         spend_before=before,
-        movers=movers,
+        movers=top_movers,
         budgets=budgets,
         findings=top,
         findings_count=len(ranked),
-        wasted=totals.wasted,
-        savings_per_month=totals.savings_per_month,
+        wasted=wasted,
+        savings_per_month=reads.savings_per_month(finding_ids),
         resolved=resolved,
         realised_per_month=realised_total,
         unattributed=unattributed,
         unattributed_top=unattributed_top,
-        unregistered=unregistered,
+        unregistered=reads.unregistered_of(projects),
     )
 
 

@@ -10,9 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from email.utils import make_msgid
+from email.utils import formatdate, make_msgid
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import get_connection
 from django.db import IntegrityError, transaction
@@ -30,7 +31,16 @@ from costsite.celery import task_enqueue_on_commit
 from costsite.polling import STALE_AFTER
 
 from . import selectors
-from .emails import absolute, email_build, email_message, email_render, unsubscribe_url
+from .emails import (
+    MESSAGE_ID_MARK,
+    MessageTemplate,
+    absolute,
+    address_for_header,
+    email_build,
+    email_message,
+    email_render,
+    unsubscribe_url,
+)
 from .models import Alert, Delivery, DigestSettings, Frequency, Subscription
 
 logger = logging.getLogger(__name__)
@@ -284,6 +294,47 @@ def digest_render(
     return subject, text, html, url
 
 
+# The HTML part's and the List-Unsubscribe header's own marks: their values are written apart
+# (escaped, in angle brackets) in a message generated once per digest (emails.MessageTemplate).
+HTML_RECIPIENT_NAME = "@@recipient-name-html@@"
+HTML_UNSUBSCRIBE_URL = "@@unsubscribe-url-html@@"
+HEADER_UNSUBSCRIBE_URL = "@@unsubscribe-url-header@@"
+
+
+def _headers(*, message_id: str, url: str) -> dict[str, str]:
+    return {
+        "Message-ID": message_id,
+        # RFC 8058: one click (a POST from the mail client) unsubscribes, no login needed.
+        "List-Unsubscribe": f"<{url}>",
+        "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+    }
+
+
+def _message_template(*, digest: selectors.Digest, rendered: dict) -> MessageTemplate:
+    """The digest's MIME message with marks for its reader, generated once for all of them."""
+    key = ("mime", id(digest))
+    if key not in rendered:
+        subject, text, html = rendered[id(digest)][1]
+        headers = _headers(message_id=MESSAGE_ID_MARK, url=HEADER_UNSUBSCRIBE_URL)
+        del headers["Message-ID"]  # the template's own mark
+        rendered[key] = MessageTemplate(
+            subject=subject,
+            text=text,
+            html=html.replace(RECIPIENT_NAME, HTML_RECIPIENT_NAME).replace(
+                UNSUBSCRIBE_URL, HTML_UNSUBSCRIBE_URL
+            ),
+            headers=headers,
+            marks=(
+                RECIPIENT_NAME,
+                UNSUBSCRIBE_URL,
+                HTML_RECIPIENT_NAME,
+                HTML_UNSUBSCRIBE_URL,
+                HEADER_UNSUBSCRIBE_URL,
+            ),
+        )
+    return rendered[key]
+
+
 def digest_message(
     *,
     subscription: Subscription,
@@ -291,22 +342,37 @@ def digest_message(
     connection=None,
     rendered: dict | None = None,
 ):
+    """The recipient's email. Its MIME message is the digest's, generated once for all its
+    readers and filled in (`emails.MessageTemplate`), or generated for this one recipient where
+    it cannot be filled in exactly."""
+    rendered = {} if rendered is None else rendered
     subject, text, html, url = digest_render(
         subscription=subscription, digest=digest, rendered=rendered
     )
-    domain = subscription.user.email.rpartition("@")[2] or "localhost"
+    user = subscription.user
+    domain = user.email.rpartition("@")[2] or "localhost"
+    message_id = make_msgid("digest", domain=domain)
+    name = user.get_full_name() or user.username
+    filled = _message_template(digest=digest, rendered=rendered).fill(
+        to=address_for_header(user.email),
+        date=formatdate(localtime=settings.EMAIL_USE_LOCALTIME),
+        message_id=message_id,
+        values={
+            RECIPIENT_NAME: name,
+            UNSUBSCRIBE_URL: url,
+            HTML_RECIPIENT_NAME: escape(name),
+            HTML_UNSUBSCRIBE_URL: escape(url),
+            HEADER_UNSUBSCRIBE_URL: url,
+        },
+    )
     return email_build(
         subject=subject,
         text=text,
         html=html,
-        to=[subscription.user.email],
+        to=[user.email],
         connection=connection,
-        headers={
-            "Message-ID": make_msgid("digest", domain=domain),
-            # RFC 8058: one click (a POST from the mail client) unsubscribes, no login needed.
-            "List-Unsubscribe": f"<{url}>",
-            "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
-        },
+        headers=_headers(message_id=message_id, url=url),
+        filled=filled,
     )
 
 
@@ -357,6 +423,7 @@ def _delivery_prepare(
                 period_start=period_start,
                 period_end=period_end,
                 shared=built,
+                readers=readers,
             )
         if digest.is_empty:
             return _Prepared(delivery, digest, None, (Delivery.Status.NOTHING_TO_REPORT, "", False))

@@ -3,6 +3,9 @@ project's team, an outsider who leads another team) plus staff, and clients logg
 
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -91,6 +94,37 @@ def outsider_client(outsider):
 @pytest.fixture
 def staff_client(staff):
     return _client_for(staff)
+
+
+@pytest.fixture(scope="session")
+def _sqlite_migrated(tmp_path_factory) -> Path:
+    """A SQLite database `manage.py migrate` built once per session, in a subprocess as the
+    SQLite tests run manage.py; `sqlite_database` hands each test a copy."""
+    database = tmp_path_factory.mktemp("sqlite-migrated") / "demo.sqlite3"
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{database}",
+        "CELERY_TASK_ALWAYS_EAGER": "true",
+    }
+    migrated = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v0"],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    return database
+
+
+@pytest.fixture
+def sqlite_database(tmp_path, _sqlite_migrated) -> Path:
+    """`tmp_path / "demo.sqlite3"`: a migrated SQLite database of the test's own (a copy: each
+    migration of a fresh file took a quarter of a minute)."""
+    database = tmp_path / "demo.sqlite3"
+    shutil.copyfile(_sqlite_migrated, database)
+    return database
 
 
 # The browser the browser tests drive: Debian's chromium through Playwright's sync API (its own

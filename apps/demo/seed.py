@@ -31,7 +31,9 @@ from apps.accounts.models import Membership, Organization, Team
 from apps.deployments.services import deployment_create, model_create
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.experiments.services import experiment_create
+from apps.insights.tasks import on_spend_data_changed as findings_recompute_later
 from apps.projects.models import Project, TagKeyAlias
+from apps.projects.ports import spend_data_changed
 from apps.projects.services import project_create
 
 from .activity import demo_activity_load
@@ -106,6 +108,22 @@ DEMO_DATA_STEPS: list[tuple[str, DemoDataStep]] = [
 
 class DemoError(Exception):
     pass
+
+
+def demo_data_load(*, directory: Path, small: bool, log: Callable[[str], None]) -> None:
+    """Run DEMO_DATA_STEPS in order, each in `directory / <its name>`.
+
+    Every file the steps import announces `spend_data_changed`, and the insights app's handler
+    queues a findings recompute of the file's days once it commits. Where tasks run in process
+    (the demo on SQLite) that was a whole recompute per file, some seventy of them, most of the
+    seed's time; the caller recomputes the findings once after the steps instead (seed_demo), so
+    that handler is muted while they run. The other handlers (the spend figures' data version,
+    the alerts check) still hear every file.
+    """
+    with spend_data_changed.muted(findings_recompute_later):
+        for name, step in DEMO_DATA_STEPS:
+            log(f"Loading {name}…")
+            step(directory=directory / name, small=small, log=log)
 
 
 def demo_teams(*, small: bool) -> list[TeamSpec]:

@@ -21,7 +21,8 @@ The spend app registers with both: any change of either moves the data version i
 figures are keyed by (`apps.spend.figures`).
 """
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 
 class Port:
@@ -41,6 +42,20 @@ class Port:
 
     def handlers(self) -> tuple[Callable[..., object], ...]:
         return tuple(self._handlers)
+
+    @contextlib.contextmanager
+    def muted(self, handler: Callable[..., object]) -> Iterator[None]:
+        """Leave `handler` out of the announcements made inside the block, for a caller that does
+        the handler's work itself once afterwards (seed_demo recomputes the findings once, after
+        loading every file, where each file would have queued a recompute of its own)."""
+        if handler not in self._handlers:
+            raise ValueError(f"{handler.__qualname__} is not registered with {self!r}")
+        index = self._handlers.index(handler)
+        self._handlers.remove(handler)
+        try:
+            yield
+        finally:
+            self._handlers.insert(index, handler)
 
     def announce(self, **kwargs) -> list[object]:
         """Call every handler with `kwargs`, in the order they registered; their results."""

@@ -101,9 +101,8 @@ def line(day: str, resource: str, amount: str, tags: str = "") -> dict:
     }
 
 
-def test_the_spend_pages_work_on_sqlite_with_the_same_figures(tmp_path):
-    database = tmp_path / "demo.sqlite3"
-    manage("migrate", "-v0", database=database)
+def test_the_spend_pages_work_on_sqlite_with_the_same_figures(tmp_path, sqlite_database):
+    database = sqlite_database
     manage("shell", database=database, stdin=SETUP)
     bill = write_bill(
         tmp_path / "march.csv",

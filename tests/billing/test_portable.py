@@ -114,10 +114,8 @@ def manage(*args, database: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_command_loads_totals_and_refuses_alike_on_sqlite(tmp_path):
-    database = tmp_path / "demo.sqlite3"
-    migrated = manage("migrate", "--noinput", database=database)
-    assert migrated.returncode == 0, migrated.stderr
+def test_the_command_loads_totals_and_refuses_alike_on_sqlite(tmp_path, sqlite_database):
+    database = sqlite_database
     good = write_focus(tmp_path / "january.csv", lines())
     bad = write_focus(tmp_path / "bad.csv", [focus_line(EffectiveCost="1,5")])
 

@@ -38,10 +38,8 @@ def manage(*args: str, database: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_command_imports_overlaps_and_refuses_alike_on_sqlite(tmp_path):
-    database = tmp_path / "demo.sqlite3"
-    migrated = manage("migrate", "--noinput", database=database)
-    assert migrated.returncode == 0, migrated.stderr
+def test_the_command_imports_overlaps_and_refuses_alike_on_sqlite(tmp_path, sqlite_database):
+    database = sqlite_database
     log, more = tmp_path / "log.csv", tmp_path / "more.csv"
     log.write_text(LOG)
     more.write_text(MORE)

@@ -37,9 +37,8 @@ def manage(*args, database: Path, stdin: str = "") -> str:
     return result.stdout
 
 
-def test_findings_on_sqlite_match_the_hand_computed_figures(tmp_path):
-    database = tmp_path / "demo.sqlite3"
-    manage("migrate", "-v0", database=database)
+def test_findings_on_sqlite_match_the_hand_computed_figures(sqlite_database):
+    database = sqlite_database
     manage("shell", database=database, stdin=SETUP)
     summary = json.loads(manage("findings_recompute", "--json", database=database))
     assert summary["findings"]["open"] == 5
@@ -78,11 +77,10 @@ rollups_rebuild(delivery_id=delivery.pk)
 """
 
 
-def test_data_starved_on_sqlite_matches_postgresql(tmp_path):
+def test_data_starved_on_sqlite_matches_postgresql(sqlite_database):
     """The run's utilisation is summed in one raw SQL statement: the same figure on SQLite as in
     test_part2.py on PostgreSQL."""
-    database = tmp_path / "demo.sqlite3"
-    manage("migrate", "-v0", database=database)
+    database = sqlite_database
     manage("shell", database=database, stdin=PART2)
     manage("findings_recompute", "--json", database=database)
     rows = [

@@ -2,6 +2,8 @@
 
 from datetime import date
 
+import pytest
+
 from apps.billing.services import attribution_schedule
 from apps.digests.tasks import on_spend_data_changed as alerts_check_later
 from apps.gpu.daily import ownership_changed_handler as gpu_days_stale
@@ -56,3 +58,54 @@ def test_a_port_calls_its_handlers_in_order_and_returns_their_results():
 
 def test_a_port_without_handlers_announces_to_no_one():
     assert Port("empty").announce(start=date(2025, 1, 1), end=date(2025, 1, 2), reason="x") == []
+
+
+def test_a_muted_handler_hears_nothing_inside_the_block_and_is_back_in_its_place_after():
+    port = Port("test")
+    heard = []
+
+    def handler(name):
+        def hear(*, start, end, reason):
+            heard.append((name, reason))
+
+        return hear
+
+    first, second, third = handler("first"), handler("second"), handler("third")
+    for each in (first, second, third):
+        port.register(each)
+
+    with port.muted(second):
+        assert port.handlers() == (first, third)
+        port.announce(start=date(2025, 1, 1), end=date(2025, 1, 2), reason="inside")
+    port.announce(start=date(2025, 1, 1), end=date(2025, 1, 2), reason="after")
+
+    assert port.handlers() == (first, second, third)
+    assert heard == [
+        ("first", "inside"),
+        ("third", "inside"),
+        ("first", "after"),
+        ("second", "after"),
+        ("third", "after"),
+    ]
+
+
+def test_a_handler_muted_by_a_block_that_raised_is_registered_again():
+    port = Port("test")
+
+    def hear(*, start, end, reason):
+        return reason
+
+    def deaf(*, start, end, reason):
+        return None
+
+    port.register(hear)
+    with pytest.raises(RuntimeError), port.muted(hear):
+        raise RuntimeError("the block failed")
+
+    assert port.handlers() == (hear,)
+    with pytest.raises(ValueError) as error, port.muted(deaf):
+        pass
+    assert str(error.value) == (
+        "test_a_handler_muted_by_a_block_that_raised_is_registered_again.<locals>.deaf "
+        "is not registered with Port('test')"
+    )

@@ -25,11 +25,11 @@ class Command(BaseCommand):
 
         if result.created:
             self.stdout.write(f"Created the demo organisation {result.organization.name}.")
-            directory = settings.COSTSITE_DATA_DIR / "demo"
-            for name, step in demo.DEMO_DATA_STEPS:
-                self.stdout.write(f"Loading {name}…")
-                step(directory=directory / name, small=small, log=self.stdout.write)
-            # The price catalogue (the right-size findings compare its instances), then findings.
+            demo.demo_data_load(
+                directory=settings.COSTSITE_DATA_DIR / "demo", small=small, log=self.stdout.write
+            )
+            # The price catalogue (the right-size findings compare its instances), then the
+            # findings, once, over everything the steps loaded.
             call_command("prices_load", stdout=self.stdout)  # the insights app, by name
             call_command("findings_recompute", stdout=self.stdout)
         else:

@@ -447,3 +447,28 @@ def test_the_next_smaller_model_is_the_dearest_cheaper_one_of_the_same_provider_
 def test_levers_lists_only_those_that_fire():
     found = compute_levers.levers(facts(duplicates=10, api=LARGE_API, smaller_api=SMALL_API))
     assert sorted(found) == sorted([Kind.CACHE_REPEATS, Kind.SMALLER_MODEL])
+
+
+def test_the_smaller_gpu_option_is_drawn_beside_the_api_one():
+    from types import SimpleNamespace
+
+    from django.template.loader import render_to_string
+
+    lever = compute_levers.smaller_model(
+        facts(
+            current=CURRENT,
+            offers=[MID, L4],
+            instance_hours=Decimal(10),
+            peak_memory_gb=Decimal(30),
+            peak_utilisation=Decimal(20),
+            api=LARGE_API,
+            smaller_api=SMALL_API,
+        )
+    )
+    finding = SimpleNamespace(
+        kind=Kind.SMALLER_MODEL, evidence={**lever.evidence, "currency": "USD"}
+    )
+    html = render_to_string("insights/_evidence_levers.html", {"finding": finding})
+    assert 'id="model-comparison"' in html and 'id="gpu-comparison"' in html
+    assert "a comparable model half the size (15 GB of its 30 GB peak)" in html
+    assert '<tr class="chosen"><td>l4</td>' in html

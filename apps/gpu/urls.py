@@ -31,17 +31,17 @@ urlpatterns = [
         name="deployment_traffic_source_create",
     ),
     path(
-        "deployments/<int:deployment_pk>/traffic/sources/<int:source_pk>/edit/",
+        "deployments/<int:deployment_pk>/traffic/sources/<int:traffic_source_pk>/edit/",
         views_traffic.traffic_source_edit,
         name="deployment_traffic_source_edit",
     ),
     path(
-        "deployments/<int:deployment_pk>/traffic/sources/<int:source_pk>/pause/",
+        "deployments/<int:deployment_pk>/traffic/sources/<int:traffic_source_pk>/pause/",
         views_traffic.traffic_source_pause,
         name="deployment_traffic_source_pause",
     ),
     path(
-        "deployments/<int:deployment_pk>/traffic/sources/<int:source_pk>/poll/",
+        "deployments/<int:deployment_pk>/traffic/sources/<int:traffic_source_pk>/poll/",
         views_traffic.traffic_source_poll,
         name="deployment_traffic_source_poll",
     ),

@@ -96,9 +96,11 @@ def traffic_source_create(request: HttpRequest, deployment_pk: int) -> HttpRespo
 
 
 @login_required
-def traffic_source_edit(request: HttpRequest, deployment_pk: int, source_pk: int) -> HttpResponse:
+def traffic_source_edit(
+    request: HttpRequest, deployment_pk: int, traffic_source_pk: int
+) -> HttpResponse:
     deployment = _led_deployment(request, deployment_pk)
-    source = _source(deployment, source_pk)
+    source = _source(deployment, traffic_source_pk)
     form = TrafficSourceForm(request.POST or None, instance=copy.copy(source))
     if request.method == "POST" and form.is_valid():
         values = dict(form.cleaned_data)
@@ -119,9 +121,11 @@ def traffic_source_edit(request: HttpRequest, deployment_pk: int, source_pk: int
 
 @login_required
 @require_POST
-def traffic_source_pause(request: HttpRequest, deployment_pk: int, source_pk: int) -> HttpResponse:
+def traffic_source_pause(
+    request: HttpRequest, deployment_pk: int, traffic_source_pk: int
+) -> HttpResponse:
     deployment = _led_deployment(request, deployment_pk)
-    source = _source(deployment, source_pk)
+    source = _source(deployment, traffic_source_pk)
     services_traffic.traffic_source_update(source=source, paused=not source.is_paused)
     state = "paused" if source.is_paused else "resumed"
     messages.success(request, f"Traffic source {source.url} {state}.")
@@ -130,11 +134,13 @@ def traffic_source_pause(request: HttpRequest, deployment_pk: int, source_pk: in
 
 @login_required
 @require_POST
-def traffic_source_poll(request: HttpRequest, deployment_pk: int, source_pk: int) -> HttpResponse:
+def traffic_source_poll(
+    request: HttpRequest, deployment_pk: int, traffic_source_pk: int
+) -> HttpResponse:
     """Queue a poll now (on the imports queue, as the schedule's are); the list shows how it
     went once it ran."""
     deployment = _led_deployment(request, deployment_pk)
-    source = _source(deployment, source_pk)
+    source = _source(deployment, traffic_source_pk)
     if source.is_paused:
         messages.error(request, f"Traffic source {source.url} is paused: resume it to poll it.")
     else:

@@ -6,7 +6,10 @@ right-sizing its hardware or trying a smaller model. Savings, never waste.
 hand-compute it); `deployment_facts` reads them in bulk for every deployment with spend in the
 last 30 days of the bill (the spot and region levers' window): its lines spread over their UTC
 hours, its hourly traffic, its GPUs' hourly utilisation and memory, the catalogue instance it
-runs on and the others in its provider and region, the API model it is compared with.
+runs on and the others in its provider and region, the API model it is compared with. Within
+a findings recompute (facts_shared) the six kinds share that one read of the period; the spend
+comes grouped by deployment, currency and charge period from SQL (per deployment and hour on an
+hourly bill), not line by line.
 
 Every lever of a deployment has one subject (its main resource, else `deployment:<id>`), so the
 savings total counts the largest of them (and of any spot or region lever on that resource):

@@ -93,6 +93,14 @@ class OtherTeam:
         return ModelApiKey.objects.create(key="sk-hidden", project=self.project)
 
     @cached_property
+    def traffic_source(self):
+        from apps.gpu.models import TrafficSource
+
+        return TrafficSource.objects.create(
+            deployment=self.deployment, url="http://prometheus:9090", requests_query="up"
+        )
+
+    @cached_property
     def finding(self):
         from apps.insights.models import Finding
 
@@ -148,6 +156,8 @@ SAMPLES: dict[str, Sample] = {
     "key_mapping_pk": Sample(lambda other: other.key_mapping.pk),
     "finding_pk": Sample(lambda other: other.finding.pk),
     "finding_id": Sample(lambda other: other.finding.pk),
+    # A deployment's Prometheus traffic source: its team's.
+    "traffic_source_pk": Sample(lambda other: other.traffic_source.pk),
     # GPU metric sources and MLflow servers are the installation's, staff's to change: they
     # belong to no team.
     "source_pk": Sample(lambda other: 1, team_scoped=False),
@@ -377,6 +387,8 @@ WRITE_BODIES = {
     "api:model_put": {"name": "renamed"},
     "api:deployment_put": {"name": "renamed"},
     "api:deployment_traffic_post": {"hours": [{"hour": "2025-03-01T10:00:00Z", "requests": 1}]},
+    # A multipart upload (FILE_WRITES): the CSV sent as the field `file`.
+    "api:deployment_traffic_log_post": "timestamp\n2025-03-01T10:00:00Z\n",
     "api:host_mapping_put": {"resource_id": "i-0hidden"},
     "api:host_mapping_delete": None,
     "api:model_api_key_put": {"project": "hidden-project"},
@@ -390,14 +402,31 @@ API_WRITES = [
 
 def _api_read_or_write(route: Route, url: str, *, token: str | None):
     """GET where the path answers GET, else the path's one write with its sample body."""
-    import json
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if "GET" in API_METHODS.get(route.name, ["GET"]):
         return Client().get(url, headers=headers)
     (method,) = API_METHODS[route.name]
+    return _send(route, method, url, WRITE_BODIES[route.name], headers)
+
+
+FILE_WRITES = {"api:deployment_traffic_log_post"}
+
+
+def _send(route: Route, method: str, url: str, body, headers: dict):
+    """The write with its sample body: JSON, or the file of a multipart upload."""
+    import json
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    if route.name in FILE_WRITES:
+        upload = SimpleUploadedFile("sample.csv", body.encode(), content_type="text/csv")
+        return getattr(Client(), method.lower())(url, {"file": upload}, headers=headers)
     return getattr(Client(), method.lower())(
-        url, json.dumps(WRITE_BODIES[route.name]), content_type="application/json", headers=headers
+        url,
+        json.dumps(body) if body is not None else None,
+        content_type="application/json",
+        headers=headers,
     )
 
 
@@ -408,15 +437,10 @@ def test_every_api_write_has_a_sample_body():
 
 
 def _api_call(route: Route, url: str, token: str):
-    import json
 
     (method,) = API_METHODS[route.name]
-    body = WRITE_BODIES.get(route.name)
-    return getattr(Client(), method.lower())(
-        url,
-        json.dumps(body) if body is not None else None,
-        content_type="application/json",
-        headers={"Authorization": f"Bearer {token}"},
+    return _send(
+        route, method, url, WRITE_BODIES.get(route.name), {"Authorization": f"Bearer {token}"}
     )
 
 
@@ -452,6 +476,12 @@ ACCESS = {
     "deployment_detail": "member",
     "deployment_edit": "member",
     "deployment_traffic_upload": "member",
+    # A traffic source makes the server fetch a URL: the team's lead sets it up.
+    "deployment_traffic_sources": "lead",
+    "deployment_traffic_source_create": "lead",
+    "deployment_traffic_source_edit": "lead",
+    "deployment_traffic_source_pause": "lead",
+    "deployment_traffic_source_poll": "lead",
     "project_spend_export": "member",
     "model_spend_export": "member",
     "experiment_spend_export": "member",

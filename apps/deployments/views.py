@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from apps.accounts.selectors import teams_led_by
 from apps.deployments.selectors import deployment_for_user, model_for_user, models_visible_to
 from apps.insights.selectors import findings_section
 from apps.projects.selectors import project_for_user
@@ -129,6 +130,10 @@ def deployment_detail(request: HttpRequest, deployment_pk: int) -> HttpResponse:
             "traffic": traffic,
             "traffic_chart": traffic_chart(deployment=deployment, traffic=traffic),
             "traffic_days": selectors.TRAFFIC_PAGE_DAYS,
+            # Its team's lead (or staff) sets up its Prometheus traffic sources.
+            "leads_team": teams_led_by(user=request.user)
+            .filter(pk=deployment.project.team_id)
+            .exists(),
         },
     )
 

@@ -5,7 +5,9 @@ from django.core.exceptions import ValidationError
 
 from costsite.forms import SiteModelForm
 
-from .models import HostMapping, MetricSource, host_name_problem
+from .models import HostMapping, MetricSource, TrafficSource, host_name_problem
+
+TRAFFIC_WINDOW_MAX_HOURS = 24 * 31
 
 
 class MetricSourceForm(SiteModelForm):
@@ -102,4 +104,47 @@ class HostMappingForm(SiteModelForm):
         value = self.cleaned_data["resource_id"].strip()
         if any(ch.isspace() for ch in value):
             raise ValidationError("A resource id has no spaces in it.")
+        return value
+
+
+class TrafficSourceForm(SiteModelForm):
+    """A deployment's Prometheus request counter, set up by a lead on the deployment's page."""
+
+    fieldsets = [("Schedule", ["interval_seconds", "query_window_hours", "is_paused"])]
+
+    class Meta:
+        model = TrafficSource
+        fields = ["url", "requests_query", "interval_seconds", "query_window_hours", "is_paused"]
+        labels = {
+            "requests_query": "Requests query (PromQL)",
+            "is_paused": "Paused",
+            "interval_seconds": "Poll every (seconds)",
+            "query_window_hours": "First pull reaches back (hours)",
+        }
+        widgets = {
+            "url": forms.TextInput(attrs={"class": "mono", "spellcheck": "false"}),
+            "requests_query": forms.TextInput(attrs={"class": "mono", "spellcheck": "false"}),
+        }
+
+    def clean_url(self) -> str:
+        return self.cleaned_data["url"].strip()
+
+    def clean_requests_query(self) -> str:
+        value = self.cleaned_data["requests_query"].strip()
+        if not value:
+            raise ValidationError("Give the PromQL of the requests in the hour before each point.")
+        return value
+
+    def clean_interval_seconds(self) -> int:
+        value = self.cleaned_data["interval_seconds"]
+        if value < 60:
+            raise ValidationError("Poll at most every 60 seconds (a new hour comes once an hour).")
+        return value
+
+    def clean_query_window_hours(self) -> int:
+        value = self.cleaned_data["query_window_hours"]
+        if not 1 <= value <= TRAFFIC_WINDOW_MAX_HOURS:
+            raise ValidationError(
+                f"The first pull reaches back 1 to {TRAFFIC_WINDOW_MAX_HOURS} hours (31 days)."
+            )
         return value

@@ -141,5 +141,37 @@ def _pull(*, source: TrafficSource, now: datetime) -> int:
     return written
 
 
+TRAFFIC_SOURCE_FIELDS = ("url", "requests_query", "interval_seconds", "query_window_hours")
+
+
+def traffic_source_create(*, deployment, paused: bool = False, **values) -> TrafficSource:
+    """A deployment's new traffic source, due for its first poll now (unless paused)."""
+    unknown = set(values) - set(TRAFFIC_SOURCE_FIELDS)
+    if unknown:
+        raise TypeError(f"traffic_source_create() got unexpected fields {sorted(unknown)}")
+    return TrafficSource.objects.create(
+        deployment=deployment, is_paused=paused, next_poll_at=timezone.now(), **values
+    )
+
+
+@transaction.atomic
+def traffic_source_update(
+    *, source: TrafficSource, paused: bool | None = None, **values
+) -> TrafficSource:
+    """Change its settings; the next pull still starts after the last hour written (an hour
+    pulled again replaces its figures). Resumed: due at the next tick."""
+    unknown = set(values) - set(TRAFFIC_SOURCE_FIELDS)
+    if unknown:
+        raise TypeError(f"traffic_source_update() got unexpected fields {sorted(unknown)}")
+    for name, value in values.items():
+        setattr(source, name, value)
+    if paused is not None and paused != source.is_paused:
+        source.is_paused = paused
+        if not paused:
+            source.next_poll_at = timezone.now()
+    source.save()
+    return source
+
+
 def traffic_sources_claim_due(*, now: datetime | None = None) -> list[int]:
     return polled_sources_claim_due(model=TrafficSource, now=now)

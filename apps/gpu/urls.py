@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import views, views_traffic
 
 urlpatterns = [
     path("gpus/", views.fleet, name="gpu_fleet"),
@@ -18,5 +18,31 @@ urlpatterns = [
         "gpus/hosts/<int:mapping_pk>/delete/",
         views.host_mapping_delete,
         name="gpu_host_mapping_delete",
+    ),
+    # A deployment's Prometheus traffic sources (its team's lead sets them up).
+    path(
+        "deployments/<int:deployment_pk>/traffic/sources/",
+        views_traffic.traffic_sources,
+        name="deployment_traffic_sources",
+    ),
+    path(
+        "deployments/<int:deployment_pk>/traffic/sources/new/",
+        views_traffic.traffic_source_create,
+        name="deployment_traffic_source_create",
+    ),
+    path(
+        "deployments/<int:deployment_pk>/traffic/sources/<int:traffic_source_pk>/edit/",
+        views_traffic.traffic_source_edit,
+        name="deployment_traffic_source_edit",
+    ),
+    path(
+        "deployments/<int:deployment_pk>/traffic/sources/<int:traffic_source_pk>/pause/",
+        views_traffic.traffic_source_pause,
+        name="deployment_traffic_source_pause",
+    ),
+    path(
+        "deployments/<int:deployment_pk>/traffic/sources/<int:traffic_source_pk>/poll/",
+        views_traffic.traffic_source_poll,
+        name="deployment_traffic_source_poll",
     ),
 ]

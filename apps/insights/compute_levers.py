@@ -6,7 +6,10 @@ right-sizing its hardware or trying a smaller model. Savings, never waste.
 hand-compute it); `deployment_facts` reads them in bulk for every deployment with spend in the
 last 30 days of the bill (the spot and region levers' window): its lines spread over their UTC
 hours, its hourly traffic, its GPUs' hourly utilisation and memory, the catalogue instance it
-runs on and the others in its provider and region, the API model it is compared with.
+runs on and the others in its provider and region, the API model it is compared with. Within
+a findings recompute (facts_shared) the six kinds share that one read of the period; the spend
+comes grouped by deployment, currency and charge period from SQL (per deployment and hour on an
+hourly bill), not line by line.
 
 Every lever of a deployment has one subject (its main resource, else `deployment:<id>`), so the
 savings total counts the largest of them (and of any spot or region lever on that resource):
@@ -15,11 +18,13 @@ idle GPU waste; the waste stays in idle_gpu and this finding only says what the 
 """
 
 from collections import defaultdict
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_CEILING, ROUND_DOWN, Decimal
 
-from django.db.models import Q
+from django.db.models import Q, Sum
 
 from apps.billing.models import CostLineItem
 from apps.deployments.models import Deployment, DeploymentResource, TrafficHour
@@ -48,6 +53,12 @@ BATCH_DELAY_MS = 3_600_000
 MEMORY_SPARE = Decimal("1.2")
 MIB_IN_GB = Decimal("1.048576") / 1000
 CANDIDATES_SHOWN = 5
+# Batch serving: the day's requests fit a batch window when its busiest hours carry this share.
+BATCH_WINDOW_HOURS = 8
+BATCH_WINDOW_SHARE = Decimal("0.8")
+# The next smaller comparable model of a family (13B -> 7B, 70B -> 34B) needs about half the
+# memory: the GPU that holds half the model's peak (with the spare) holds the smaller model.
+SMALLER_MODEL_MEMORY_SHARE = Decimal("0.5")
 EVIDENCE_HOURS = 24 * 31  # the timelines keep at most a month of hours
 
 
@@ -328,16 +339,86 @@ def _api_cost(api: ApiModel, *, requests: int, tokens_in: int, tokens_out: int, 
     return tokens_in * api.input_per_token + tokens_out * api.output_per_token
 
 
+def traffic_pattern(facts: Facts) -> dict | None:
+    """Whether the traffic suits batch serving, and why; any of:
+    - concentrated: the busiest BATCH_WINDOW_HOURS hours of the UTC day carry
+      BATCH_WINDOW_SHARE or more of the window's requests;
+    - bursty: not steady under the build-or-call settings (a spiky share of billed hours
+      without traffic, or a variation above the steady one);
+    - fits a batch window: its GPUs' mean utilisation over the billed hours with metrics,
+      U%, says a day's requests take 24 × U ÷ BATCH_TARGET_UTILISATION hours on the same
+      GPUs kept 80% busy: BATCH_WINDOW_HOURS or fewer.
+    None for steady round-the-clock traffic that keeps its GPUs busy all day (or whose
+    utilisation is unknown): a batch job would only delay the answers."""
+    total = facts.requests
+    if not total:
+        return None
+    by_hour_of_day = [0] * 24
+    for hour, row in facts.traffic.items():
+        by_hour_of_day[hour.hour] += row.requests
+    busiest = sorted(range(24), key=lambda h: (-by_hour_of_day[h], h))[:BATCH_WINDOW_HOURS]
+    window_share = Decimal(sum(by_hour_of_day[h] for h in busiest)) / total
+    billed = [hour for hour in facts.hours if facts.spend_by_hour.get(hour, ZERO) > 0]
+    hourly = [facts.requests_at(hour) for hour in billed]
+    idle_share = Decimal(sum(1 for value in hourly if value == 0)) / len(hourly) if hourly else ZERO
+    variation = _variation(hourly)
+    concentrated = window_share >= BATCH_WINDOW_SHARE
+    bursty = idle_share >= facts.spiky_idle_share or (
+        variation is not None and variation > facts.steady_variation
+    )
+    busy = [facts.utilisation_by_hour[hour] for hour in billed if hour in facts.utilisation_by_hour]
+    utilisation = sum(busy, ZERO) / len(busy) if busy else None
+    day_hours = utilisation * 24 / BATCH_TARGET_UTILISATION if utilisation is not None else None
+    fits = day_hours is not None and day_hours <= BATCH_WINDOW_HOURS
+    if not concentrated and not bursty and not fits:
+        return None
+    why = []
+    if concentrated:
+        why.append(
+            f"{_text((window_share * 100).quantize(PLACE))}% of the requests came in the "
+            f"{BATCH_WINDOW_HOURS} busiest hours of the day"
+        )
+    if bursty:
+        why.append(
+            f"bursty traffic (variation {_text(variation.quantize(PLACE)) if variation else '0'}, "
+            f"{_text((idle_share * 100).quantize(PLACE))}% of billed hours without any)"
+        )
+    if fits:
+        why.append(
+            f"a day's requests fit a {_text(day_hours.quantize(PLACE))}-hour batch window (its "
+            f"GPUs {_text(utilisation.quantize(PLACE))}% busy, kept "
+            f"{_text(BATCH_TARGET_UTILISATION)}% busy)"
+        )
+    return {
+        "concentrated": concentrated,
+        "bursty": bursty,
+        "fits_window": fits,
+        "utilisation_percent": _text(utilisation.quantize(PLACE)) if busy else None,
+        "batch_window_hours": _text(day_hours.quantize(PLACE)) if busy else None,
+        "window_hours": BATCH_WINDOW_HOURS,
+        "window_share_percent": _text((window_share * 100).quantize(PLACE)),
+        "busiest_hours": sorted(busiest),
+        "variation": _text(variation.quantize(Decimal("0.0001"))) if variation else "0",
+        "idle_share": _text(idle_share.quantize(Decimal("0.0001"))),
+        "requests_by_hour_of_day": by_hour_of_day,
+        "why": " and ".join(why),
+    }
+
+
 def batch_not_realtime(facts: Facts) -> Lever | None:
     """A real-time deployment whose latency objective is an hour or more (a batch job's
-    turnaround): the larger of serving it on spot capacity (instance-hours × (on-demand −
-    spot)) and at the API's batch prices (the spend − its tokens at the batch prices)."""
+    turnaround) and whose traffic is concentrated or bursty (traffic_pattern): the larger of
+    serving it on spot capacity (instance-hours × (on-demand − spot)) and at the API's batch
+    prices (the spend − its tokens at the batch prices)."""
     objective = facts.latency_objective_ms
     if not facts.realtime or objective is None or objective < BATCH_DELAY_MS:
         return None
     requests = facts.requests
     if not requests:
         return None
+    pattern = traffic_pattern(facts)
+    if pattern is None:
+        return None  # steady round the clock: the answers are wanted as they come
     options = []
     current = facts.current
     if current is not None and current.spot_per_hour is not None and facts.instance_hours:
@@ -373,12 +454,14 @@ def batch_not_realtime(facts: Facts) -> Lever | None:
     return Lever(
         saving=best["saving"],
         reason=(
-            f"Served in real time though its objective allows {objective / 3_600_000:g} h: "
-            f"{best['what']} would save {money(best['saving'], facts.currency)} a month"
+            f"Served in real time though its objective allows {objective / 3_600_000:g} h "
+            f"and {pattern['why']}: {best['what']} would save "
+            f"{money(best['saving'], facts.currency)} a month"
         ),
         evidence={
             "latency_objective_ms": objective,
             "requests": requests,
+            "pattern": pattern,
             "options": [{**option, "saving": _text(option["saving"])} for option in options],
             "chosen": best["option"],
             "timeline": _timeline(facts),
@@ -451,9 +534,9 @@ def right_size_serving(facts: Facts) -> Lever | None:
     )
 
 
-def smaller_model(facts: Facts) -> Lever | None:
-    """The 30 days' tokens at the next smaller comparable API model's prices against those of the
-    API model it is compared with: an option, not a verdict (quality is the team's call)."""
+def _smaller_api(facts: Facts) -> dict | None:
+    """The 30 days' tokens at the next smaller comparable API model's prices against those of
+    the API model the deployment's build-or-call page compares with."""
     if facts.api is None or facts.smaller_api is None or not facts.requests:
         return None
     tokens_in = sum(row.tokens_in for row in facts.traffic.values())
@@ -473,15 +556,15 @@ def smaller_model(facts: Facts) -> Lever | None:
     saving = now - smaller
     if saving <= 0:
         return None
-    return Lever(
-        saving=saving,
-        reason=(
-            f"An option, not a verdict: {facts.smaller_api.name} would cost "
-            f"{money(saving, facts.currency)} a month less than {facts.api.name} for the same "
-            "tokens; whether its answers are good enough is the team's call"
+    return {
+        "option": "api",
+        "what": facts.smaller_api.name,
+        "saving": saving,
+        "reason": (
+            f"{facts.smaller_api.name} would cost {money(saving, facts.currency)} a month less "
+            f"than {facts.api.name} for the same tokens"
         ),
-        evidence={
-            "option": True,
+        "evidence": {
             "model": facts.api.name,
             "smaller_model": facts.smaller_api.name,
             "tokens_in": tokens_in,
@@ -497,7 +580,105 @@ def smaller_model(facts: Facts) -> Lever | None:
                 for api in (facts.api, facts.smaller_api)
             ],
         },
+    }
+
+
+def _smaller_gpu(facts: Facts) -> dict | None:
+    """A self-hosted deployment's next smaller GPU: of the catalogue instances of its provider
+    and region cheaper than its own, with ⌈GPUs × peak utilisation ÷ 100⌉ GPUs or more, those
+    whose GPUs cannot hold the model (under its peak × 1.2) but hold a comparable model half
+    its size (peak × 0.5 × 1.2); the one with the most memory per GPU (the next step down),
+    the cheaper on a tie. Saving = (current − it) on-demand × the instance-hours."""
+    current = facts.current
+    if (
+        current is None
+        or not current.gpu_count
+        or facts.peak_memory_gb is None
+        or not facts.instance_hours
+    ):
+        return None
+    peak_util = facts.peak_utilisation or ZERO
+    needed = max(Decimal(1), _ceil(current.gpu_count * peak_util / 100))
+    holds_now = facts.peak_memory_gb * MEMORY_SPARE
+    holds_smaller = holds_now * SMALLER_MODEL_MEMORY_SHARE
+    fitting = [
+        offer
+        for offer in facts.offers
+        if offer.gpu_count >= needed
+        and offer.gpu_count > 0
+        and offer.memory_gb is not None
+        and holds_smaller <= offer.memory_gb < holds_now
+        and offer.on_demand_per_hour < current.on_demand_per_hour
+    ]
+    if not fitting:
+        return None
+    fitting.sort(
+        key=lambda offer: (-offer.memory_gb, offer.on_demand_per_hour, offer.instance_type)
     )
+    best = fitting[0]
+    saving = (current.on_demand_per_hour - best.on_demand_per_hour) * facts.instance_hours
+    smaller_gb = facts.peak_memory_gb * SMALLER_MODEL_MEMORY_SHARE
+    return {
+        "option": "gpu",
+        "what": best.instance_type,
+        "saving": saving,
+        "reason": (
+            f"a comparable model half the size ({_text(smaller_gb.quantize(PLACE))} GB of "
+            f"{_text(facts.peak_memory_gb.quantize(PLACE))} GB) fits {best.instance_type} "
+            f"({_text(best.gpu_count)} × {best.gpu_type}, {_text(best.memory_gb)} GB) instead of "
+            f"{current.instance_type} ({_text(current.gpu_count)} × {current.gpu_type}): "
+            f"{money(saving, facts.currency)} a month less"
+        ),
+        "evidence": {
+            "current": _offer_json(current, current=current, hours=facts.instance_hours),
+            "instance": _offer_json(best, current=current, hours=facts.instance_hours),
+            "candidates": [
+                _offer_json(offer, current=current, hours=facts.instance_hours)
+                for offer in fitting[:CANDIDATES_SHOWN]
+            ],
+            "peak_memory_gb": _text(facts.peak_memory_gb.quantize(PLACE)),
+            "smaller_memory_gb": _text(smaller_gb.quantize(PLACE)),
+            "memory_share": _text(SMALLER_MODEL_MEMORY_SHARE),
+            "gpus_needed": int(needed),
+            "instance_hours": _text(facts.instance_hours),
+        },
+    }
+
+
+def smaller_model(facts: Facts) -> Lever | None:
+    """An option, not a verdict (quality is the team's call): the larger of the next smaller
+    comparable API model's prices for the 30 days' tokens (_smaller_api) and, self-hosted, the
+    next smaller GPU that holds a comparable model half the size (_smaller_gpu)."""
+    options = [
+        option for option in (_smaller_api(facts), _smaller_gpu(facts)) if option is not None
+    ]
+    if not options:
+        return None
+    best = max(options, key=lambda option: (option["saving"], option["option"]))
+    if best["option"] == "api":
+        reason = (
+            f"An option, not a verdict: {best['reason']}; whether its answers are good enough "
+            "is the team's call"
+        )
+    else:
+        reason = (
+            f"An option, not a verdict: {best['reason']}; whether a smaller model answers well "
+            "enough is the team's call"
+        )
+    evidence: dict = {
+        "option": True,
+        "chosen": best["option"],
+        "options": [
+            {"option": option["option"], "what": option["what"], "saving": _text(option["saving"])}
+            for option in options
+        ],
+    }
+    for option in options:
+        if option["option"] == "api":
+            evidence.update(option["evidence"])
+        else:
+            evidence["gpu"] = option["evidence"]
+    return Lever(saving=best["saving"], reason=reason, evidence=evidence)
 
 
 LEVERS = {
@@ -574,30 +755,35 @@ def deployment_facts() -> dict[int, tuple[Facts, str, tuple]]:
         lambda: defaultdict(lambda: defaultdict(Decimal))
     )
     by_resource: dict[int, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    lines = CostLineItem.objects.filter(
+        deployment_id__isnull=False, charge_period_end__gt=low, charge_period_start__lt=high
+    )
+    # One grouped read per deployment, currency and charge period (an hourly bill: per
+    # deployment and hour), spread over its UTC hours in Python; the lines of one period are
+    # spread as their sum (the last hour takes the rounding, as a line's would).
     for row in (
-        CostLineItem.objects.filter(
-            deployment_id__isnull=False, charge_period_end__gt=low, charge_period_start__lt=high
+        lines.values(
+            "deployment_id", "billing_currency", "charge_period_start", "charge_period_end"
         )
-        .values(
-            "deployment_id",
-            "resource_id",
-            "charge_period_start",
-            "charge_period_end",
-            "billing_currency",
-            "effective_cost",
-        )
+        .annotate(cost=Sum("effective_cost"))
         .order_by()
         .iterator(chunk_size=20_000)
     ):
         line_hours = _hours_of(row["charge_period_start"], row["charge_period_end"])
-        part = (row["effective_cost"] / len(line_hours)).quantize(PLACES, rounding=ROUND_DOWN)
-        last = row["effective_cost"] - part * (len(line_hours) - 1)
+        part = (row["cost"] / len(line_hours)).quantize(PLACES, rounding=ROUND_DOWN)
+        last = row["cost"] - part * (len(line_hours) - 1)
         per = spend[row["deployment_id"]][row["billing_currency"]]
         for number, hour in enumerate(line_hours, start=1):
             if low <= hour < high:
                 per[hour] += last if number == len(line_hours) else part
-        if row["resource_id"]:
-            by_resource[row["deployment_id"]][row["resource_id"]] += row["effective_cost"]
+    for deployment_id, resource_id, cost in (
+        lines.exclude(resource_id="")
+        .values("deployment_id", "resource_id")
+        .annotate(cost=Sum("effective_cost"))
+        .values_list("deployment_id", "resource_id", "cost")
+        .order_by()
+    ):
+        by_resource[deployment_id][resource_id] += cost
     if not spend:
         return {}
     deployments = Deployment.objects.filter(pk__in=list(spend)).in_bulk()
@@ -749,11 +935,36 @@ def deployment_facts() -> dict[int, tuple[Facts, str, tuple]]:
     return out
 
 
+_SHARED: ContextVar[dict | None] = ContextVar("lever_facts_shared", default=None)
+
+
+@contextmanager
+def facts_shared():
+    """Within it (one findings recompute), the six lever kinds share one read of the period:
+    deployment_facts() is read once per window, not once per kind. Outside, every call reads."""
+    token = _SHARED.set({} if _SHARED.get() is None else _SHARED.get())
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def shared_deployment_facts() -> dict[int, tuple[Facts, str, tuple]]:
+    """deployment_facts(), read once per lever window within facts_shared()."""
+    shared = _SHARED.get()
+    if shared is None:
+        return deployment_facts()
+    window = _lever_window()
+    if window not in shared:
+        shared[window] = deployment_facts()
+    return shared[window]
+
+
 def _kind_hours(kind: str):
     def hours(*, start, end) -> dict[str, SubjectHours]:
         """The lever's findings: savings per month, its reason and evidence; no hours."""
         subjects = {}
-        for facts, key, owner in deployment_facts().values():
+        for facts, key, owner in shared_deployment_facts().values():
             lever = LEVERS[kind](facts)
             if lever is None or lever.saving <= 0:
                 continue

@@ -252,7 +252,8 @@ def _execute(run: RecomputeRun, holder: str) -> None:
     if connection.vendor == "postgresql" and not connection.in_atomic_block:
         alias = "progress"
     try:
-        with transaction.atomic():
+        # The lever kinds share one read of their period (compute_levers.facts_shared).
+        with transaction.atomic(), compute_levers.facts_shared():
             summary = _recompute(
                 start=run.start, end=run.end, beat=lambda: _beat(holder, run, alias)
             )

@@ -144,7 +144,8 @@ LARGE_API = ApiModel(
 
 def test_batch_not_realtime_takes_the_larger_of_spot_and_batch_prices():
     """40.00 spent (4.00 an hour). Spot: 10 instance-hours × (4.00 − 1.50) = 25.00. Batch API:
-    500,000 tokens in × 0.000005 + 100,000 out × 0.000015 = 4.00 -> 40.00 − 4.00 = 36.00."""
+    500,000 tokens in × 0.000005 + 100,000 out × 0.000015 = 4.00 -> 40.00 − 4.00 = 36.00.
+    The traffic came only in hours 0–9 of the UTC day: the 8 busiest carry 800 of 1,000."""
     lever = compute_levers.batch_not_realtime(
         facts(
             per_hour="4.00",
@@ -161,9 +162,102 @@ def test_batch_not_realtime_takes_the_larger_of_spot_and_batch_prices():
         ("api_batch", "36"),
     ]
     assert lever.reason == (
-        "Served in real time though its objective allows 1 h: hosted/large at its batch prices "
-        "would save USD 36.00 a month"
+        "Served in real time though its objective allows 1 h and 80% of the requests came in "
+        "the 8 busiest hours of the day: hosted/large at its batch prices would save USD 36.00 "
+        "a month"
     )
+    assert lever.evidence["pattern"]["concentrated"] is True
+    assert lever.evidence["pattern"]["bursty"] is False
+    assert lever.evidence["pattern"]["busiest_hours"] == [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+TWO_DAYS = [START + timedelta(hours=number) for number in range(48)]
+
+
+def two_days(requests: list[int], **fields) -> Facts:
+    """48 UTC hours from 1 March 2025 at 4.00 an hour (192.00), on BIG for 48 instance-hours,
+    with a one-hour objective: only the traffic pattern decides."""
+    values = {
+        "deployment_id": 1,
+        "name": "embedder",
+        "currency": "USD",
+        "hours": TWO_DAYS,
+        "spend_by_hour": {hour: Decimal("4.00") for hour in TWO_DAYS},
+        "traffic": {
+            hour: Traffic(requests=value, tokens_in=500 * value, tokens_out=100 * value)
+            for hour, value in zip(TWO_DAYS, requests, strict=True)
+        },
+        "latency_objective_ms": 3_600_000,
+        "current": BIG,
+        "instance_hours": Decimal(48),
+    }
+    values.update(fields)
+    return Facts(**values)
+
+
+def test_batch_not_realtime_does_not_fire_on_steady_round_the_clock_traffic():
+    """100 requests every hour of two days: the 8 busiest hours of the day carry 1,600 of 4,800
+    (33.33%), variation 0, no hour without traffic; its GPUs 60% busy need 24 × 60 ÷ 80 = 18
+    hours a day (over the 8-hour window), or their utilisation is unknown: the answers are
+    wanted as they come."""
+    for utilisation in ({hour: Decimal(60) for hour in TWO_DAYS}, {}):
+        steady = two_days([100] * 48, utilisation_by_hour=utilisation)
+        assert compute_levers.traffic_pattern(steady) is None
+        assert compute_levers.batch_not_realtime(steady) is None
+
+
+def test_batch_not_realtime_fires_on_steady_traffic_whose_day_fits_a_batch_window():
+    """The same steady traffic on GPUs 20% busy (25% the first day, 15% the second): a day's
+    requests take 24 × 20 ÷ 80 = 6 hours on them kept 80% busy, within the 8-hour window.
+    Spot: 48 instance-hours × (4.00 − 1.50) = 120.00."""
+    utilisation = {hour: Decimal(25 if hour.day == 1 else 15) for hour in TWO_DAYS}
+    lever = compute_levers.batch_not_realtime(two_days([100] * 48, utilisation_by_hour=utilisation))
+    assert lever.saving == Decimal("120.00")
+    pattern = lever.evidence["pattern"]
+    assert (pattern["concentrated"], pattern["bursty"], pattern["fits_window"]) == (
+        False,
+        False,
+        True,
+    )
+    assert (pattern["utilisation_percent"], pattern["batch_window_hours"]) == ("20", "6")
+    assert lever.reason == (
+        "Served in real time though its objective allows 1 h and a day's requests fit a 6-hour "
+        "batch window (its GPUs 20% busy, kept 80% busy): p-big on spot capacity would save "
+        "USD 120.00 a month"
+    )
+
+
+def test_batch_not_realtime_fires_on_bursty_traffic_spread_over_the_day():
+    """200 requests every hour of the first day, none the second: every hour of the day carries
+    400 (the busiest 8: 3,200 of 9,600 = 33.33%, not concentrated), but half the billed hours
+    served nothing (≥ the 0.25 spiky share) and the variation is 100 ÷ 100 = 1 (> 0.5): bursty.
+    Spot: 48 instance-hours × (4.00 − 1.50) = 120.00."""
+    lever = compute_levers.batch_not_realtime(two_days([200] * 24 + [0] * 24))
+    assert lever.saving == Decimal("120.00")
+    pattern = lever.evidence["pattern"]
+    assert (pattern["concentrated"], pattern["bursty"]) == (False, True)
+    assert pattern["window_share_percent"] == "33.33"
+    assert (pattern["variation"], pattern["idle_share"]) == ("1", "0.5")
+    assert lever.reason == (
+        "Served in real time though its objective allows 1 h and bursty traffic (variation 1, "
+        "50% of billed hours without any): p-big on spot capacity would save USD 120.00 a month"
+    )
+
+
+def test_batch_not_realtime_fires_on_traffic_concentrated_in_a_few_hours():
+    """500 requests in 09:00–12:59 and 10 in each other hour, two days: a day is 2,000 + 200 =
+    2,200; the busiest 8 hours carry 4 × 500 + 4 × 10 = 2,040 a day, 4,080 of 4,400 = 92.73%
+    (≥ 80%). Batch API: 2,200,000 tokens in × 0.000005 + 440,000 out × 0.000015 = 17.60;
+    192.00 − 17.60 = 174.40 beats spot's 120.00."""
+    day = [10] * 9 + [500] * 4 + [10] * 11
+    lever = compute_levers.batch_not_realtime(two_days(day * 2, api=LARGE_API))
+    assert lever.saving == Decimal("174.40")
+    assert lever.evidence["chosen"] == "api_batch"
+    pattern = lever.evidence["pattern"]
+    assert pattern["concentrated"] is True
+    assert pattern["window_share_percent"] == "92.73"
+    assert pattern["busiest_hours"] == [0, 1, 2, 3, 9, 10, 11, 12]
+    assert pattern["requests_by_hour_of_day"][9:13] == [1000, 1000, 1000, 1000]
 
 
 def test_batch_not_realtime_does_not_fire_when_the_objective_needs_real_time():
@@ -264,6 +358,68 @@ def test_smaller_model_does_not_fire_without_a_smaller_comparable_model():
     assert compute_levers.smaller_model(facts(api=None, smaller_api=SMALL_API)) is None
 
 
+L40S = Offer("l40s", "L40S", Decimal(1), Decimal(48), Decimal("8.00"))
+L4 = Offer("l4", "L4", Decimal(1), Decimal(24), Decimal("3.00"))
+A2 = Offer("a2", "A2", Decimal(1), Decimal(20), Decimal("1.50"))
+
+
+def test_smaller_model_offers_the_next_smaller_gpu_of_a_self_hosted_deployment():
+    """Peak 30 GB on 4 × A100 (20.00 an hour), 20% busy (⌈0.8⌉ = 1 GPU): the model needs
+    30 × 1.2 = 36 GB, a comparable one half its size 18 GB. In [18, 36): mid and l4 (24 GB) and
+    a2 (20 GB); l40s (48 GB) holds the model itself (right_size_serving's), tiny (16 GB) holds
+    neither. The next step down is the most memory, the cheaper on a tie: l4 at 3.00,
+    (20.00 − 3.00) × 10 instance-hours = 170.00, against the smaller API model's 6.40."""
+    lever = compute_levers.smaller_model(
+        facts(
+            current=CURRENT,
+            offers=[MID, TINY, L40S, L4, A2],
+            instance_hours=Decimal(10),
+            peak_memory_gb=Decimal(30),
+            peak_utilisation=Decimal(20),
+            api=LARGE_API,
+            smaller_api=SMALL_API,
+        )
+    )
+    assert lever.saving == Decimal("170.00")
+    assert lever.evidence["chosen"] == "gpu"
+    assert lever.evidence["options"] == [
+        {"option": "api", "what": "hosted/small", "saving": "6.4"},
+        {"option": "gpu", "what": "l4", "saving": "170"},
+    ]
+    gpu = lever.evidence["gpu"]
+    assert [row["instance_type"] for row in gpu["candidates"]] == ["l4", "mid", "a2"]
+    assert (gpu["peak_memory_gb"], gpu["smaller_memory_gb"]) == ("30", "15")
+    assert lever.evidence["smaller_cost"] == "1.6"  # the API option's figures stay shown
+    assert lever.reason == (
+        "An option, not a verdict: a comparable model half the size (15 GB of 30 GB) fits l4 "
+        "(1 × L4, 24 GB) instead of big (4 × A100): USD 170.00 a month less; whether a smaller "
+        "model answers well enough is the team's call"
+    )
+
+
+def test_smaller_model_offers_no_gpu_where_none_is_a_step_down():
+    """Peak 12 GB (14.4 GB needed, 7.2 GB for a model half the size): the T4's 16 GB holds the
+    model itself (right_size_serving's), the dearer ones are no saving; not self-hosted (no
+    catalogue instance): no GPU option either."""
+    sized = facts(
+        current=CURRENT,
+        offers=[MID, TINY],
+        instance_hours=Decimal(10),
+        peak_memory_gb=Decimal(12),
+        peak_utilisation=Decimal(20),
+    )
+    assert compute_levers.smaller_model(sized) is None
+    assert compute_levers.smaller_model(facts(peak_memory_gb=Decimal(30))) is None
+    busy = facts(
+        current=CURRENT,
+        offers=[L4],
+        instance_hours=Decimal(10),
+        peak_memory_gb=Decimal(30),
+        peak_utilisation=Decimal(90),  # ⌈3.6⌉ = 4 GPUs needed: one L4 is too few
+    )
+    assert compute_levers.smaller_model(busy) is None
+
+
 def test_the_next_smaller_model_is_the_dearest_cheaper_one_of_the_same_provider_and_mode():
     def price(name, provider, mode, inp, out):
         return ModelApiPrice(
@@ -291,3 +447,28 @@ def test_the_next_smaller_model_is_the_dearest_cheaper_one_of_the_same_provider_
 def test_levers_lists_only_those_that_fire():
     found = compute_levers.levers(facts(duplicates=10, api=LARGE_API, smaller_api=SMALL_API))
     assert sorted(found) == sorted([Kind.CACHE_REPEATS, Kind.SMALLER_MODEL])
+
+
+def test_the_smaller_gpu_option_is_drawn_beside_the_api_one():
+    from types import SimpleNamespace
+
+    from django.template.loader import render_to_string
+
+    lever = compute_levers.smaller_model(
+        facts(
+            current=CURRENT,
+            offers=[MID, L4],
+            instance_hours=Decimal(10),
+            peak_memory_gb=Decimal(30),
+            peak_utilisation=Decimal(20),
+            api=LARGE_API,
+            smaller_api=SMALL_API,
+        )
+    )
+    finding = SimpleNamespace(
+        kind=Kind.SMALLER_MODEL, evidence={**lever.evidence, "currency": "USD"}
+    )
+    html = render_to_string("insights/_evidence_levers.html", {"finding": finding})
+    assert 'id="model-comparison"' in html and 'id="gpu-comparison"' in html
+    assert "a comparable model half the size (15 GB of its 30 GB peak)" in html
+    assert '<tr class="chosen"><td>l4</td>' in html

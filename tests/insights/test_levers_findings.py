@@ -200,3 +200,28 @@ def test_a_deployments_resource_is_right_sized_by_the_serving_lever_not_by_part_
         "Peak 8.39 GB and 40% busy fit g4dn.12xlarge (4 × T4) instead of g5.12xlarge "
         "(4 × A10G): USD 17.60 a month less"
     )
+
+
+def test_the_six_lever_kinds_share_one_read_of_their_period_per_recompute(chat, monkeypatch):
+    """One deployment_facts() read per recompute for the six kinds (it was one each), the same
+    findings; outside a recompute every call reads again (nothing kept between recomputes)."""
+    from apps.insights import compute_levers
+
+    reads = []
+    real = compute_levers.deployment_facts
+
+    def counted():
+        reads.append(1)
+        return real()
+
+    monkeypatch.setattr(compute_levers, "deployment_facts", counted)
+    findings_recompute()
+    assert len(reads) == 1
+    assert sorted(levers()) == sorted([Kind.CACHE_REPEATS, Kind.SCALE_TO_ZERO, Kind.SMALLER_MODEL])
+    TrafficHour.objects.filter(deployment=chat, requests=0).update(requests=100)
+    findings_recompute()
+    assert len(reads) == 2
+    assert levers()[Kind.SCALE_TO_ZERO].status == Status.GONE  # the second read saw the change
+    for hours_of in compute_levers.KIND_HOURS.values():
+        hours_of(start=None, end=None)
+    assert len(reads) == 2 + 6

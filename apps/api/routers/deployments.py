@@ -3,7 +3,7 @@ from datetime import datetime, timedelta
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Router, Status
+from ninja import File, Router, Status, UploadedFile
 
 from apps.deployments import selectors, services
 from apps.deployments.models import Deployment
@@ -108,6 +108,32 @@ def deployment_traffic_post(
         deployment=deployment,
         hours=[services.TrafficFigures(**hour.model_dump()) for hour in payload.hours],
     )
+    return {"created": written.created, "updated": written.updated}
+
+
+@router.post(
+    PATH + "/traffic/log",
+    response={200: Upserted, **ERRORS},
+    summary="Upload a request log (CSV) as hourly traffic",
+)
+def deployment_traffic_log_post(
+    request: HttpRequest, slug: Slug, external_id: ExternalId, file: File[UploadedFile]
+):
+    """A serving stack's request log, a multipart upload of a CSV in the field `file`, one row a
+    request, with a header naming `timestamp` (ISO 8601 with a time zone; required),
+    `latency_ms`, `tokens_in`, `tokens_out` and `request_hash` (any order and case, others
+    ignored). Counted per UTC hour into requests, repeats (a hash seen earlier in the same hour),
+    the tokens' sums and p50/p95/p99 latency by nearest rank, as the deployment's upload page
+    does. All or nothing: a bad cell is a 400 naming the file, row and column under `file`, and
+    nothing is written; an hour sent again replaces its figures (`updated`)."""
+    deployment = external_deployment_for_user(user=request.user, slug=slug, external_id=external_id)
+    name = file.name or "request log"
+    try:
+        written = services.deployment_traffic_import_log(
+            deployment=deployment, stream=file.file, name=name
+        )
+    except ValidationError as error:
+        raise ValidationError({"file": error.messages}) from error
     return {"created": written.created, "updated": written.updated}
 
 

@@ -7,7 +7,9 @@ days), the GPUs it has report what their run would make them do:
     GPUs wait on the input pipeline, near 30%;
   - notebooks are used for an hour or two after they start, then sit idle for days;
   - evaluation jobs are moderately busy;
-  - deployments follow the day: busy in the afternoon, quiet at night.
+  - deployments follow the day: busy in the afternoon, quiet at night; the document embedder's
+    three L4s are sized for a peak that never comes (about 20% busy), so a day's embedding fits
+    a batch window of a few hours (the batch_not_realtime and batch_requests levers).
 Runs write nvidia-smi CSV logs (one per host, with a hostname column, timestamps in the
 organisation's time zone as a host set to it would write them); deployments are pulled from
 Prometheus, one query_range response per metric per day, with an `instance_id` label; running
@@ -86,7 +88,11 @@ class Box:
     gpus: int
     start: datetime
     end: datetime
-    behaviour: str  # busy, starved, notebook, moderate, daily
+    behaviour: str  # busy, starved, notebook, moderate, daily, light
+
+
+# Deployments whose GPUs do not follow the day (the others are "daily").
+SERVING_BEHAVIOUR = {"embedder-api": "light"}
 
 
 def _seed(text: str) -> int:
@@ -117,6 +123,8 @@ def _utilisation(behaviour: str, moments: np.ndarray, start: datetime, rng) -> n
         util = np.where(hours_in < 1.5, 45 + noise * 5, np.abs(noise) * 0.3)
     elif behaviour == "moderate":
         util = 60 + noise * 2
+    elif behaviour == "light":  # serving far below its capacity, round the clock
+        util = 20 + noise
     else:  # daily: inference traffic peaks mid-afternoon UTC and bottoms out at night
         hour_of_day = (moments / 3600.0) % 24
         util = 12 + 58 * (1 + np.cos((hour_of_day - 15) / 24 * 2 * np.pi)) / 2 + noise
@@ -171,7 +179,7 @@ def _boxes(*, scale: Scale, now: datetime) -> list[Box]:
                 gpus=min(deployment.gpu_count, scale.max_gpus),
                 start=max(start, since),
                 end=min(end, now),
-                behaviour="daily",
+                behaviour=SERVING_BEHAVIOUR.get(deployment.name, "daily"),
             )
         )
     for host in UNREGISTERED_HOSTS:
@@ -336,13 +344,13 @@ def demo_gpu_metrics_write(
     boxes = _boxes(scale=scale, now=now)
     paths: list[Path] = []
 
-    runs = [box for box in boxes if box.behaviour != "daily"]
+    runs = [box for box in boxes if box.behaviour not in ("daily", "light")]
     for number, first in enumerate(range(0, len(runs), 8), start=1):
         path = directory / f"nvidia-smi-{number:02d}.csv"
         _write_smi(path, runs[first : first + 8], scale, now, zone)
         paths.append(path)
 
-    serving = [box for box in boxes if box.behaviour == "daily"]
+    serving = [box for box in boxes if box.behaviour in ("daily", "light")]
     if serving:
         paths += _write_prometheus(directory, serving, scale, now)
 

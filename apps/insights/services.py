@@ -13,7 +13,14 @@ from django.utils import timezone
 
 from apps.accounts.models import Organization
 
-from . import compute, compute_levers, compute_part2, compute_part3, findings_part2
+from . import (
+    compute,
+    compute_levers,
+    compute_part2,
+    compute_part3,
+    compute_storage,
+    findings_part2,
+)
 from .models import (
     ONE_OFF_KINDS,
     SAVINGS_ONLY_KINDS,
@@ -48,6 +55,8 @@ KIND_HOURS = {
     **compute_part3.KIND_HOURS,
     # The inference levers (compute_levers.py).
     **compute_levers.KIND_HOURS,
+    # Storage and egress (compute_storage.py): the storage rollup.
+    **compute_storage.KIND_HOURS,
 }
 # kind -> function(cursor, start=, end=) filling compute.HOURS_TABLE with the same hours and
 # returning {subject_key: evidence to add}: used instead on PostgreSQL where a kind has one.

@@ -408,3 +408,78 @@ def test_the_storage_kinds_join_the_findings_command(delivery, capsys):
     (line,) = capsys.readouterr().out.strip().splitlines()
     assert '"kind": "storage_spike"' in line
     assert '"wasted": {"USD": "14"}' in line
+
+
+@pytest.fixture
+def storage_bill(delivery, project):
+    """One finding of each storage kind, all of the lead's project."""
+    mine = {"project": project}
+    weekly(
+        delivery,
+        "2025-01-18",
+        [100, 110, 120, 130, 140, 150],
+        bucket="ckpt",
+        data_class=DataClass.CHECKPOINTS,
+        **mine,
+    )
+    done = ExperimentFactory(
+        project=project,
+        name="done",
+        started_at=at("2025-01-20 00:00"),
+        ended_at=at("2025-02-01 12:00"),
+    )
+    far = ExperimentFactory(project=project, name="far", region="us-west-2", ended_at=None)
+    for day in days("2025-02-01", 28):
+        stored(delivery, day, 200, "2.00", bucket="done-ckpt", experiment=done, **mine)
+        stored(
+            delivery,
+            day,
+            0,
+            "3.00",
+            bucket="",
+            usage_class=UsageClass.INTER_REGION,
+            transfer_from="us-east-1",
+            transfer_to="us-west-2",
+            moved_bytes=150 * GIB,
+            experiment=far,
+            **mine,
+        )
+    vector = {"data_class": DataClass.VECTOR_DB, "usage_class": UsageClass.VECTOR_DB, **mine}
+    stored(delivery, date(2025, 1, 29), 100, "2.00", bucket="vectors", **vector)
+    stored(delivery, date(2025, 2, 28), 150, "3.00", bucket="vectors", **vector)
+    for day in days("2024-12-21", 70):
+        cost = "3.00" if date(2025, 2, 15) <= day <= date(2025, 2, 21) else "1.00"
+        stored(delivery, day, 10, cost, bucket="spiky", **mine)
+    findings_recompute()
+    return {finding.kind: finding for finding in Finding.objects.all()}
+
+
+STORAGE_PAGES = {
+    Kind.CHECKPOINTS_ONLY_GROW: ('id="storage-facts"', "100 GiB → 110 GiB → 120 GiB"),
+    Kind.STORAGE_OF_FINISHED_RUNS: ('id="storage-buckets"', "done-ckpt"),
+    Kind.DATA_FAR_FROM_GPUS: ('id="region-pairs"', "no catalogue price for this pair"),
+    Kind.VECTOR_DB_GROWTH: ('id="storage-facts"', "50.0% against a limit of 20%"),
+    Kind.STORAGE_SPIKE: ('id="storage-spikes"', "3x (limit 2x)"),
+}
+
+
+def test_each_storage_finding_is_filtered_on_the_waste_page_and_shows_its_evidence(
+    storage_bill, lead
+):
+    from django.test import Client
+
+    assert set(storage_bill) >= set(STORAGE_PAGES)
+    client = Client()
+    client.force_login(lead)
+    for kind, (element, text) in STORAGE_PAGES.items():
+        finding = storage_bill[kind]
+        listed = client.get("/waste/", {"kind": kind, "status": "", "period": "all"})
+        assert listed.status_code == 200
+        assert listed.content.decode().count('<tr id="finding-') == 1, kind
+        assert f'id="finding-{finding.pk}"' in listed.content.decode()
+        page = client.get(f"/waste/{finding.pk}/")
+        body = page.content.decode()
+        assert page.status_code == 200
+        assert element in body and text in body, kind
+        # A chart of the days where the kind keeps them; data far from the GPUs is its table.
+        assert ('id="evidence-chart"' in body) is (kind != Kind.DATA_FAR_FROM_GPUS), kind

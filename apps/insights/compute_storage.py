@@ -192,9 +192,7 @@ def checkpoints_only_grow_hours(*, start: date | None, end: date | None) -> dict
     first = last - timedelta(days=7 * weeks - 1)
     subjects: dict[str, SubjectHours] = {}
     condition = STORAGE & Q(data_class=DataClass.CHECKPOINTS)
-    for (line_key, currency), series in sorted(
-        _series(condition, since=first, until=last).items()
-    ):
+    for (line_key, currency), series in sorted(_series(condition, since=first, until=last).items()):
         means = [series.week(last, n) for n in range(weeks)]  # newest first
         if any(days == 0 for _mean, _spend, days in means):
             continue  # not stored in every week: no N weeks of history
@@ -216,9 +214,7 @@ def checkpoints_only_grow_hours(*, start: date | None, end: date | None) -> dict
             continue
         growth_per_day = (ordered[-1] - ordered[0]) / (7 * (weeks - 1))
         week_spend = means[0][1]
-        byte_days = sum(
-            (series.bytes.get(last - timedelta(days=i), ZERO) for i in range(7)), ZERO
-        )
+        byte_days = sum((series.bytes.get(last - timedelta(days=i), ZERO) for i in range(7)), ZERO)
         # growth a day × 30 × price a byte-day (the last week's spend ÷ byte-days) × 30, as one
         # fraction (multiplied out before the one division: exact where the figures are).
         saving = (
@@ -539,9 +535,7 @@ def vector_db_growth_hours(*, start: date | None, end: date | None) -> dict[str,
     first = last - timedelta(days=RECENT_DAYS)
     subjects: dict[str, SubjectHours] = {}
     condition = STORAGE & Q(data_class=DataClass.VECTOR_DB)
-    for (line_key, currency), series in sorted(
-        _series(condition, since=first, until=last).items()
-    ):
+    for (line_key, currency), series in sorted(_series(condition, since=first, until=last).items()):
         before, now = series.bytes.get(first, ZERO), series.bytes.get(last, ZERO)
         if not before or not now:
             continue

@@ -126,9 +126,7 @@ def test_checkpoints_that_only_grow_waste_their_growth_and_save_its_monthly_cost
     finding = only(Kind.CHECKPOINTS_ONLY_GROW)
     assert finding.resource_id == "ckpt"
     assert finding.wasted == {"USD": "10.5"}
-    assert Decimal(finding.savings_per_month["USD"]) == (Decimal(90) / 7).quantize(
-        Decimal("1e-15")
-    )
+    assert Decimal(finding.savings_per_month["USD"]) == (Decimal(90) / 7).quantize(Decimal("1e-15"))
     assert finding.first_seen == at("2025-01-25 00:00")
     assert finding.last_seen == at("2025-02-28 23:00")
     assert finding.evidence["weekly_bytes"] == [str(size * 2**30) for size in range(100, 151, 10)]

@@ -97,7 +97,7 @@ def demo_storage_resources(window_start: datetime, now: datetime) -> list[Resour
             _bucket(
                 "northwind-llm-pretraining-corpus",
                 {"project": "llm-pretraining", "data_class": "dataset", "model": "nw-1.3b"},
-                lambda day: (Decimal(60000) * Decimal("1.002") ** _days(day, start)).quantize(
+                lambda day: (Decimal(20000) * Decimal("1.002") ** _days(day, start)).quantize(
                     Decimal(1)
                 ),
                 start=start,

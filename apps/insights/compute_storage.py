@@ -476,7 +476,19 @@ def data_far_from_gpus_hours(*, start: date | None, end: date | None) -> dict[st
             held = _held_in(run.project_id, source, currency, last)
             price = _egress_price(provider, source, target)
             copy: dict = {"bytes": _text(held.quantize(Decimal(1)))}
-            if price is None:
+            if price is None and pair["bytes"] > 0:
+                # No catalogue price for the pair: the bill's own rate for it (its egress paid
+                # ÷ the bytes it moved), in the bill's currency, and said so.
+                copy.update(
+                    {
+                        "cost": _text((held * pair["spend"] / pair["bytes"]).quantize(PLACES)),
+                        "price_per_gb": _text(
+                            (pair["spend"] * GIB / pair["bytes"]).quantize(PLACES)
+                        ),
+                        "source": "the bill's own rate for this pair (no catalogue price)",
+                    }
+                )
+            elif price is None:
                 copy["note"] = "no catalogue price for this pair"
             elif price.currency != currency:
                 copy["note"] = f"no price in {currency}"

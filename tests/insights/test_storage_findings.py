@@ -455,7 +455,7 @@ def storage_bill(delivery, project):
 STORAGE_PAGES = {
     Kind.CHECKPOINTS_ONLY_GROW: ('id="storage-facts"', "100 GiB → 110 GiB → 120 GiB"),
     Kind.STORAGE_OF_FINISHED_RUNS: ('id="storage-buckets"', "done-ckpt"),
-    Kind.DATA_FAR_FROM_GPUS: ('id="region-pairs"', "no catalogue price for this pair"),
+    Kind.DATA_FAR_FROM_GPUS: ('id="region-pairs"', "the bill&#x27;s own rate"),
     Kind.VECTOR_DB_GROWTH: ('id="storage-facts"', "50.0% against a limit of 20%"),
     Kind.STORAGE_SPIKE: ('id="storage-spikes"', "3x (limit 2x)"),
 }
@@ -481,3 +481,30 @@ def test_each_storage_finding_is_filtered_on_the_waste_page_and_shows_its_eviden
         assert element in body and text in body, kind
         # A chart of the days where the kind keeps them; data far from the GPUs is its table.
         assert ('id="evidence-chart"' in body) is (kind != Kind.DATA_FAR_FROM_GPUS), kind
+
+
+def test_without_a_catalogue_price_the_copy_is_priced_at_the_bills_own_rate(delivery, project):
+    far = ExperimentFactory(project=project, name="far", region="us-west-2")
+    for day in days("2025-02-20", 9):
+        stored(
+            delivery,
+            day,
+            0,
+            "3.00",
+            bucket="",
+            usage_class=UsageClass.INTER_REGION,
+            transfer_from="us-east-1",
+            transfer_to="us-west-2",
+            moved_bytes=150 * GIB,
+            project=project,
+            experiment=far,
+        )
+    stored(delivery, date(2025, 2, 28), 500, "0.50", bucket="datasets", project=project)
+    findings_recompute()
+    # 27.00 for 1,350 GiB moved: 0.02 a GiB; 500 GiB × 0.02 = 10.00.
+    assert only(Kind.DATA_FAR_FROM_GPUS).evidence["pairs"][0]["copy"] == {
+        "bytes": str(500 * 2**30),
+        "price_per_gb": "0.02",
+        "cost": "10",
+        "source": "the bill's own rate for this pair (no catalogue price)",
+    }

@@ -19,6 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from apps.billing.formats.focus import FOCUS_1_2_COLUMNS
+from apps.billing.storage import AWS_PREFIX
 
 from .findings import savings_plan_unused_rows
 
@@ -98,6 +99,13 @@ class Resource:
     static: list[str] = field(default_factory=list)
     provider: str = "aws"
     spot_hourly: Decimal | None = None
+    # The storage story (apps/demo/storage.py): one line a whole UTC day instead of one an hour,
+    # its size (GB held, or GB moved that day) a function of the day rather than drawn, and a
+    # transfer's two regions. Such resources draw nothing from the random stream, so the rest
+    # of the bill is the same with or without them.
+    daily: bool = False
+    size: Callable[[datetime], Decimal] | None = None
+    transfer: tuple[tuple[str, str], tuple[str, str]] | None = None
 
 
 def _service(resource: Resource) -> dict[str, str]:
@@ -189,6 +197,23 @@ def _service(resource: Resource) -> dict[str, str]:
             "x_UsageType": "EBS:VolumeUsage.gp3",
             "ChargeDescription": "$0.08 per GB-month of General Purpose (gp3) provisioned storage",
         }
+    if resource.kind == "egress" and resource.transfer is not None:
+        (source, source_name), (target, target_name) = resource.transfer
+        codes = {region: code for code, region in AWS_PREFIX.items()}
+        return {
+            "ServiceName": "AWS Data Transfer",
+            "ServiceCategory": "Networking",
+            "ServiceSubcategory": "Network Connectivity",
+            "ResourceType": "",
+            "ConsumedUnit": "GB",
+            "PricingUnit": "GB",
+            "SkuId": f"DT{zlib.crc32(f'{source}>{target}'.encode()):010d}",
+            "SkuMeter": "DataTransfer-Regional-Bytes",
+            "x_ServiceCode": "AWSDataTransfer",
+            "x_Operation": "InterRegion Outbound",
+            "x_UsageType": f"{codes[source]}-{codes[target]}-AWS-Out-Bytes",
+            "ChargeDescription": f"$0.02 per GB - {source_name} data transfer to {target_name}",
+        }
     if resource.kind == "egress":
         return {
             "ServiceName": "AWS Data Transfer",
@@ -268,9 +293,20 @@ def _static_fields(resource: Resource, period_start: datetime) -> list[str]:
     return [values[name] for name in HEADER]
 
 
-def _hour_costs(resource: Resource, rng: random.Random) -> dict[str, str]:
-    """Quantities and the four costs of one hour of the resource."""
-    if resource.kind in {"gpu", "cpu", "notebook"}:
+def _hour_costs(
+    resource: Resource, rng: random.Random, hour: datetime | None = None
+) -> dict[str, str]:
+    """Quantities and the four costs of one hour of the resource (of its day, if daily)."""
+    if resource.size is not None:
+        quantity = resource.size(hour)
+        if resource.kind == "egress":
+            effective = quantity * Decimal("0.02")
+        else:
+            quantity *= 24 if resource.daily else 1  # GB-hours
+            per_gb_hour = Decimal("0.023" if resource.kind == "bucket" else "0.08") / 730
+            effective = quantity * per_gb_hour
+        billed = list_cost = effective
+    elif resource.kind in {"gpu", "cpu", "notebook"}:
         quantity = Decimal(1)
         list_price = resource.hourly
         if resource.pricing == "Dynamic":
@@ -345,7 +381,13 @@ def hour_rows(
             row = resource.static.copy()
             row[_INDEX["ChargePeriodStart"]] = start_s
             row[_INDEX["ChargePeriodEnd"]] = end_s
-            for name, value in _hour_costs(resource, rng).items():
+            if resource.daily:
+                # Whole days only: a day not over yet is not billed (nor moves "data as of").
+                day_end = hour + timedelta(days=1)
+                if hour.hour or (resource.end and day_end > resource.end):
+                    continue
+                row[_INDEX["ChargePeriodEnd"]] = _stamp(day_end)
+            for name, value in _hour_costs(resource, rng, hour).items():
                 row[_INDEX[name]] = value
             yield row
             written += 1
@@ -712,6 +754,12 @@ def _shared_resources(window_start: datetime, now: datetime, rng: random.Random)
     return resources
 
 
+def demo_storage_resources(window_start: datetime, now: datetime) -> list[Resource]:
+    from .storage import demo_storage_resources as resources
+
+    return resources(window_start, now)
+
+
 def demo_billing_write(*, directory: Path, small: bool, now: datetime | None = None) -> list[Path]:
     """Write the demo organisation's FOCUS files: one per provider and month.
 
@@ -729,6 +777,7 @@ def demo_billing_write(*, directory: Path, small: bool, now: datetime | None = N
         *_experiment_resources(first, now),
         *_deployment_resources(first, now),
         *_shared_resources(first, now, rng),
+        *demo_storage_resources(first, now),
     ]
     paths = []
     month = first

@@ -22,11 +22,20 @@ class Kind(models.TextChoices):
     FAILED_RUN = "failed_run", "Failed run"
     NO_SMALL_RUN = "no_small_run", "Validate small first"
     STALLED_RUN = "stalled_run", "Run that stopped converging"
+    # Storage and egress (issue 18, compute_storage.py), placed where their money could meet the
+    # other kinds' line-hours: a finished run's storage after its own run kinds, the storage
+    # growth kinds after the GPU ones.
+    STORAGE_OF_FINISHED_RUNS = "storage_of_finished_runs", "Storage of a finished run"
     UNUSED_COMMITMENT = "unused_commitment", "Unused commitment"
     NOTEBOOK_LEFT_RUNNING = "notebook_left_running", "Notebook left running"
     IDLE_BETWEEN_RUNS = "idle_between_runs", "Idle between runs"
     IDLE_GPU = "idle_gpu", "Idle GPU"
     DATA_STARVED = "data_starved", "Data-starved GPU"
+    DATA_FAR_FROM_GPUS = "data_far_from_gpus", "Data far from the GPUs"
+    STORAGE_SPIKE = "storage_spike", "Storage spike"
+    CHECKPOINTS_ONLY_GROW = "checkpoints_only_grow", "Checkpoints that only grow"
+    # Savings only (the capacity is in use): a pace of growth to hold.
+    VECTOR_DB_GROWTH = "vector_db_growth", "Vector database growing fast"
     # Levers (savings, never waste): after every waste kind.
     RIGHT_SIZE = "right_size", "Right-size the GPU"
     SPOT_CANDIDATE = "spot_candidate", "Spot candidate"
@@ -53,6 +62,14 @@ INFERENCE_LEVER_KINDS = (
     Kind.RIGHT_SIZE_SERVING,
     Kind.SMALLER_MODEL,
 )
+# Storage and egress (compute_storage.py): read from the storage rollup.
+STORAGE_KINDS = (
+    Kind.STORAGE_OF_FINISHED_RUNS,
+    Kind.DATA_FAR_FROM_GPUS,
+    Kind.STORAGE_SPIKE,
+    Kind.CHECKPOINTS_ONLY_GROW,
+    Kind.VECTOR_DB_GROWTH,
+)
 PRECEDENCE = {kind: rank for rank, kind in enumerate(Kind.values)}
 # Spend nobody can attribute is a finding (someone should claim it) but not waste: nothing says it
 # bought nothing. Its money is shown beside wasted, never in it.
@@ -74,11 +91,12 @@ COMPUTED_KINDS = (
     Kind.CHEAPER_REGION,
     *INFERENCE_LEVER_KINDS,
     Kind.MODEL_API_CACHING,
+    *STORAGE_KINDS,
 )
 # Levers whose saving _kind_store takes from the subject (right_size): never any wasted.
 SAVINGS_ONLY_KINDS = frozenset({Kind.RIGHT_SIZE})
 # One-off kinds save nothing per month (the money is spent); the others recur.
-ONE_OFF_KINDS = frozenset({Kind.FAILED_RUN, Kind.NO_SMALL_RUN})
+ONE_OFF_KINDS = frozenset({Kind.FAILED_RUN, Kind.NO_SMALL_RUN, Kind.STORAGE_SPIKE})
 # Levers: savings per month only (what another way of buying would save), never waste.
 LEVER_KINDS = frozenset(
     {
@@ -293,6 +311,38 @@ class InsightsSettings(models.Model):
         validators=[MinValueValidator(0)],
         help_text="Hours between a run's checkpoints: an interruption re-runs half of one on "
         "average (tag checkpoint_interval_hours overrides).",
+    )
+
+    # Storage and egress (issue 18).
+    checkpoint_growth_weeks = models.PositiveIntegerField(
+        default=6,
+        validators=[MinValueValidator(2)],
+        help_text="Checkpoints that only grow: this many weeks in a row without a week of "
+        "decrease.",
+    )
+    finished_run_storage_days = models.PositiveIntegerField(
+        default=14,
+        help_text="Storage of a finished run counts from this many days after it ended.",
+    )
+    vector_db_growth_percent_per_month = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        default=Decimal("20"),
+        validators=[MinValueValidator(0)],
+        help_text="A vector database growing faster than this percent in 30 days is a finding.",
+    )
+    storage_spike_factor = models.DecimalField(
+        max_digits=6,
+        decimal_places=2,
+        default=Decimal("2"),
+        validators=[MinValueValidator(1)],
+        help_text="A week of a bucket's storage spend at least this many times its trend (the "
+        "mean of the four weeks before) is a spike.",
+    )
+    storage_spike_weeks = models.PositiveIntegerField(
+        default=6,
+        validators=[MinValueValidator(1)],
+        help_text="Storage spikes are looked for in this many last weeks.",
     )
 
     class Meta:

@@ -19,6 +19,7 @@ from . import (
     compute_levers,
     compute_part2,
     compute_part3,
+    compute_storage,
     findings_part2,
 )
 from .models import (
@@ -57,6 +58,8 @@ KIND_HOURS = {
     **compute_levers.KIND_HOURS,
     # Hosted model API spend's caching lever (compute_caching.py).
     Kind.MODEL_API_CACHING: compute_caching.model_api_caching_hours,
+    # Storage and egress (compute_storage.py): the storage rollup.
+    **compute_storage.KIND_HOURS,
 }
 # kind -> function(cursor, start=, end=) filling compute.HOURS_TABLE with the same hours and
 # returning {subject_key: evidence to add}: used instead on PostgreSQL where a kind has one.

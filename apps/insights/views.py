@@ -23,8 +23,9 @@ from .charts import evidence_chart
 from .charts_levers import lever_chart
 from .charts_part2 import part2_chart
 from .charts_part3 import commitment_chart, coverage_chart, loss_chart
+from .charts_storage import storage_chart
 from .forms import ActionForm, BulkForm, WasteFilterForm
-from .models import INFERENCE_LEVER_KINDS, Kind
+from .models import INFERENCE_LEVER_KINDS, STORAGE_KINDS, Kind
 
 
 def _filters(request: HttpRequest) -> SpendFilters:
@@ -156,6 +157,8 @@ def finding_detail(request: HttpRequest, finding_pk: int) -> HttpResponse:
         chart = None  # the price comparison table is the evidence
     elif finding.kind in INFERENCE_LEVER_KINDS:
         chart = lever_chart(finding=finding)
+    elif finding.kind in STORAGE_KINDS:
+        chart = storage_chart(evidence=finding.evidence, currency=currency)  # or its table
     else:
         hours = selectors.finding_hours(finding=finding)
         chart = part2_chart(finding=finding, hours=hours, currency=currency) or evidence_chart(

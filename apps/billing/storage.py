@@ -24,9 +24,20 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from django.db.models import Sum
 
 DEC = pa.decimal128(38, 15)
 BYTES = pa.decimal128(38, 6)  # bytes, and byte-seconds stored
+
+
+class ByteSum(Sum):
+    """Sum of a rollup's byte quantities (byte-seconds stored, bytes moved). A month of a large
+    bucket is over 10^19 byte-seconds, beyond a 64-bit integer: SQLite keeps such whole numbers
+    as integers and its SUM() fails with "integer overflow", so there it is TOTAL(), a float sum
+    (SQLite's decimals are floats anyway). PostgreSQL sums them as exact numerics."""
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return super().as_sqlite(compiler, connection, function="TOTAL", **extra_context)
 
 
 class UsageClass:

@@ -38,7 +38,7 @@ from decimal import ROUND_DOWN, Decimal
 from django.db.models import Q, Sum
 
 from apps.billing.models import CostKind, CostLineItem, DailyStorageCost
-from apps.billing.storage import UNKNOWN, DataClass, UsageClass
+from apps.billing.storage import UNKNOWN, ByteSum, DataClass, UsageClass
 from apps.experiments.models import Experiment
 from apps.spend.selectors import data_as_of
 from apps.spend.templatetags.storage_units import binary_bytes_text
@@ -131,7 +131,7 @@ def _series(condition: Q, *, key=bucket_key, since: date, until: date) -> dict[t
             "experiment_id",
             "deployment_id",
         )
-        .annotate(stored=Sum("stored_byte_seconds"), cost=Sum("effective_cost"))
+        .annotate(stored=ByteSum("stored_byte_seconds"), cost=Sum("effective_cost"))
         .order_by()
     ):
         out[(key(row), row["billing_currency"])].add(row)
@@ -293,7 +293,7 @@ def storage_of_finished_runs_hours(
             "experiment_id",
             "deployment_id",
         )
-        .annotate(stored=Sum("stored_byte_seconds"), cost=Sum("effective_cost"))
+        .annotate(stored=ByteSum("stored_byte_seconds"), cost=Sum("effective_cost"))
         .order_by()
     ):
         if row["day"] < since[row["experiment_id"]]:
@@ -394,7 +394,7 @@ def _held_in(project_id: int | None, region: str, currency: str, day: date) -> D
     """The bytes the project holds in `region` on `day` (its data there to copy)."""
     stored = DailyStorageCost.objects.filter(
         STORAGE, project_id=project_id, region_id=region, billing_currency=currency, day=day
-    ).aggregate(stored=Sum("stored_byte_seconds"))["stored"]
+    ).aggregate(stored=ByteSum("stored_byte_seconds"))["stored"]
     return (stored or ZERO) / DAY_SECONDS
 
 
@@ -422,7 +422,7 @@ def data_far_from_gpus_hours(*, start: date | None, end: date | None) -> dict[st
             "transfer_to",
             "billing_currency",
         )
-        .annotate(moved=Sum("moved_bytes"), cost=Sum("effective_cost"))
+        .annotate(moved=ByteSum("moved_bytes"), cost=Sum("effective_cost"))
         .order_by()
     )
     if not rows:

@@ -15,7 +15,7 @@ from django.core.cache import cache
 from django.db.models import Max, Q, QuerySet, Sum
 
 from apps.billing.models import DailyStorageCost
-from apps.billing.storage import DataClass, UsageClass
+from apps.billing.storage import ByteSum, DataClass, UsageClass
 from apps.projects.models import Project
 
 DAY_SECONDS = Decimal(86400)
@@ -81,7 +81,7 @@ def storage_growth(*, scope: StorageScope, start: date, end: date) -> Growth:
         scope.rows()
         .filter(STORAGE, day__gte=start, day__lt=end)
         .values("day", "data_class")
-        .annotate(stored=Sum("stored_byte_seconds"), spend=Sum("effective_cost"))
+        .annotate(stored=ByteSum("stored_byte_seconds"), spend=Sum("effective_cost"))
         .order_by()
     )
     for row in rows:
@@ -227,8 +227,8 @@ def fastest_buckets(*, scope: StorageScope, end: date, limit: int = 10) -> list[
         .exclude(resource_id="")
         .values("resource_id")
         .annotate(
-            now=Sum("stored_byte_seconds", filter=Q(day__gte=now), default=0),
-            before=Sum("stored_byte_seconds", filter=Q(day__lt=before[1]), default=0),
+            now=ByteSum("stored_byte_seconds", filter=Q(day__gte=now), default=0),
+            before=ByteSum("stored_byte_seconds", filter=Q(day__lt=before[1]), default=0),
             spend=Sum("effective_cost", filter=Q(day__gte=now), default=0),
             project_name=Max("project__name"),
             data_class=Max("data_class"),
@@ -282,7 +282,7 @@ def egress_matrix(*, scope: StorageScope, start: date, end: date) -> EgressMatri
         scope.rows()
         .filter(TRANSFER, day__gte=start, day__lt=end)
         .values("transfer_from", "transfer_to")
-        .annotate(moved=Sum("moved_bytes"), spend=Sum("effective_cost"))
+        .annotate(moved=ByteSum("moved_bytes"), spend=Sum("effective_cost"))
         .order_by()
     )
     matrix = EgressMatrix(sources=[], destinations=[])
@@ -328,7 +328,9 @@ def per_project(*, scope: StorageScope, start: date, end: date) -> list[ProjectS
         .exclude(usage_class=UsageClass.NETWORK_OTHER)
         .values("project_id", "usage_class", "day")
         .annotate(
-            stored=Sum("stored_byte_seconds"), moved=Sum("moved_bytes"), spend=Sum("effective_cost")
+            stored=ByteSum("stored_byte_seconds"),
+            moved=ByteSum("moved_bytes"),
+            spend=Sum("effective_cost"),
         )
         .order_by()
     )
@@ -382,7 +384,7 @@ def model_storage(*, model, currency: str, start: date, end: date) -> dict:
     held = Decimal(0)
     for row in (
         rows.values("data_class", "usage_class", "day")
-        .annotate(stored=Sum("stored_byte_seconds"), spend=Sum("effective_cost"))
+        .annotate(stored=ByteSum("stored_byte_seconds"), spend=Sum("effective_cost"))
         .order_by()
     ):
         by_class[row["data_class"] if row["usage_class"] in UsageClass.STORAGE else "transfer"] += (

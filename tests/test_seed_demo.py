@@ -297,16 +297,28 @@ class TestTheSmallDemo:
         # The exports are a folder source's, polled once: one run per file, from that source.
         source = BillingSource.objects.get()
         assert (source.kind, source.path) == ("folder", str(tmp_path / "demo" / "billing"))
-        runs = list(ImportRun.objects.order_by("pk"))
-        assert [(run.status, run.origin, run.source_id) for run in runs] == [
-            (ImportRun.Status.SUCCEEDED, ImportRun.Origin.SOURCE, source.pk)
+        runs = list(ImportRun.objects.filter(origin=ImportRun.Origin.SOURCE).order_by("pk"))
+        assert [(run.status, run.source_id) for run in runs] == [
+            (ImportRun.Status.SUCCEEDED, source.pk)
         ] * 2
         files = sorted(p.name for p in (tmp_path / "demo" / "billing").iterdir())
         # The small organisation runs on AWS only: last full month and this month to date.
         assert files == ["focus-aws-2026-10.csv", "focus-aws-2026-11.csv"]
         assert sorted(run.display_name for run in runs) == files
-        assert Delivery.objects.filter(status=Delivery.Status.CURRENT).count() == len(files)
-        assert CostLineItem.objects.count() == sum(run.line_items for run in runs)
+        # The hosted-API teams' files (apps/demo/model_api.py) are imported as an operator's
+        # command would, a run each: the gateway's log and the Bedrock CUR of both months.
+        commands = list(ImportRun.objects.exclude(origin=ImportRun.Origin.SOURCE))
+        assert sorted((run.status, run.origin, run.display_name) for run in commands) == [
+            (ImportRun.Status.SUCCEEDED, ImportRun.Origin.COMMAND, name)
+            for name in (
+                "bedrock-cur-2026-10.csv",
+                "bedrock-cur-2026-11.csv",
+                "litellm-spend-logs-2026-10.csv",
+                "litellm-spend-logs-2026-11.csv",
+            )
+        ]
+        assert Delivery.objects.filter(status=Delivery.Status.CURRENT).count() == len(files) + 4
+        assert CostLineItem.objects.count() == sum(run.line_items for run in runs + commands)
         workloads = set(DailyCost.objects.values_list("workload", flat=True))
         assert {"training", "inference", "development", "storage", "unattributed"} <= workloads
         assert GpuHour.objects.exists()

@@ -118,11 +118,12 @@ def _by_month(hours: list[datetime]) -> dict[datetime, list[datetime]]:
     return months
 
 
-def gateway_log_write(directory: Path, hours: list[datetime]) -> list[Path]:
+def gateway_log_write(directory: Path, hours: list[datetime]) -> tuple[list[Path], list]:
     """The gateway's spend log, one file a month: wiki questions in New York's office hours on
-    weekdays, a few a minute at most, about 1,500 tokens in and 250 out each."""
+    weekdays, a few a minute at most, about 1,500 tokens in and 250 out each; and the hours'
+    requests as the gateway's metrics count them (every hour, none outside office hours)."""
     rng = random.Random(f"{SEED}-gateway")
-    paths = []
+    paths, traffic = [], []
     number = 0
     for month, month_hours in _by_month(hours).items():
         path = directory / f"litellm-spend-logs-{month:%Y-%m}.csv"
@@ -131,11 +132,14 @@ def gateway_log_write(directory: Path, hours: list[datetime]) -> list[Path]:
             writer.writerow(LITELLM_COLUMNS)
             for hour in month_hours:
                 if hour.weekday() >= 5 or not 13 <= hour.hour < 22:
+                    traffic.append(TrafficFigures(hour=hour, requests=0))
                     continue
-                for _ in range(rng.randint(8, 30)):
+                requests, tokens_in, tokens_out = rng.randint(8, 30), 0, 0
+                for _ in range(requests):
                     number += 1
                     start = hour + timedelta(seconds=rng.randrange(3600))
                     prompt, completion = rng.randint(900, 2100), rng.randint(120, 380)
+                    tokens_in, tokens_out = tokens_in + prompt, tokens_out + completion
                     spend = prompt * MINI_IN + completion * MINI_OUT
                     writer.writerow(
                         [
@@ -157,8 +161,13 @@ def gateway_log_write(directory: Path, hours: list[datetime]) -> list[Path]:
                             "success",
                         ]
                     )
+                traffic.append(
+                    TrafficFigures(
+                        hour=hour, requests=requests, tokens_in=tokens_in, tokens_out=tokens_out
+                    )
+                )
         paths.append(path)
-    return paths
+    return paths, traffic
 
 
 def captions_requests(hour: datetime, rng: random.Random) -> int:
@@ -229,7 +238,7 @@ def bedrock_cur_write(directory: Path, hours: list[datetime]) -> tuple[list[Path
     return paths, traffic
 
 
-def _deployment(project: Project, *, model: str, name: str):
+def _deployment(project: Project, *, model: str, name: str, started_at: datetime):
     return deployment_create(
         project=project,
         model=model_create(
@@ -242,7 +251,7 @@ def _deployment(project: Project, *, model: str, name: str):
         external_id=name,
         replicas=1,
         latency_objective_ms=3000,
-        started_at=(timezone.now() - timedelta(days=DAYS + 5)).replace(second=0, microsecond=0),
+        started_at=started_at,
         tags={"project": project.slug, "env": "prod"},
     )
 
@@ -253,8 +262,12 @@ def demo_model_api_load(*, directory: Path, small: bool, log: Callable[[str], No
     shelves = Project.objects.filter(slug="retail-shelf-vision").first()
     if docs is None or shelves is None:
         return
-    wiki = _deployment(docs, model="gpt-4o-mini", name="wiki-answers")
-    captions = _deployment(shelves, model="llama-3.3-70b-instruct", name="shelf-captions")
+    # Both started when their traffic and bills begin: every hour of their lives is reported.
+    hours = _hours(timezone.now())
+    wiki = _deployment(docs, model="gpt-4o-mini", name="wiki-answers", started_at=hours[0])
+    captions = _deployment(
+        shelves, model="llama-3.3-70b-instruct", name="shelf-captions", started_at=hours[0]
+    )
     # Mapped before the files arrive: the import attributes them at once.
     key_mapping_create(
         key=GATEWAY_TEAM,
@@ -271,8 +284,8 @@ def demo_model_api_load(*, directory: Path, small: bool, log: Callable[[str], No
         note="Application inference profile of the captioning service",
     )
     directory.mkdir(parents=True, exist_ok=True)
-    hours = _hours(timezone.now())
-    gateway = gateway_log_write(directory, hours)
+    gateway, questions = gateway_log_write(directory, hours)
+    deployment_traffic_record(deployment=wiki, hours=questions)
     bedrock, traffic = bedrock_cur_write(directory, hours)
     deployment_traffic_record(deployment=captions, hours=traffic)
     for path in [*gateway, *bedrock]:

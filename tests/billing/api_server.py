@@ -1,12 +1,12 @@
 """A hosted-API provider on loopback for the polled sources' tests: it serves the documented
 pages (shared/reference/api-spend-formats.md) from what a test puts in it, pages them, and can
-be taken down or made to fail one page."""
+be taken down, made to fail one page, or made to answer something else entirely (`raw`; the
+loopback server under it can also be slow or cut its answers short)."""
 
 import json
-import threading
 from datetime import UTC, date, datetime, time, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qsl, urlsplit
+
+from tests.gpu.servers import LoopbackServer
 
 BUCKETS_PER_PAGE = 2  # small pages, so that every poll follows several
 RECORDS_PER_PAGE = 2
@@ -20,51 +20,33 @@ def _iso(day: date) -> str:
     return f"{day.isoformat()}T00:00:00Z"
 
 
-class FakeProvider:
+class FakeProvider(LoopbackServer):
     """`days[day]` holds the results (buckets) or records of a day as the provider knows them
-    now; a test changes them to play late figures."""
+    now; a test changes them to play late figures. `calls` records each request's path, query
+    pairs and headers."""
 
     def __init__(self, kind: str):
+        super().__init__(self._route)
         self.kind = kind
         self.days: dict[date, list[dict]] = {}
-        self.requests: list[tuple[str, list[tuple[str, str]], dict]] = []
         self.down = False
         self.fail_page: int | None = None  # answer 500 on this page number (1-based)
-        provider = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - the name http.server calls
-                parts = urlsplit(self.path)
-                params = parse_qsl(parts.query)
-                provider.requests.append(
-                    (parts.path, params, {k.lower(): v for k, v in self.headers.items()})
-                )
-                status, body = provider.answer(parts.path, dict(params))
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        # (status, content type, body) answered to every request instead of the pages.
+        self.raw: tuple[int, str, str] | None = None
+        # A function of a page's JSON body returning what to answer instead (a wrong shape).
+        self.mangle = None
 
     def __enter__(self) -> "FakeProvider":
-        self.thread.start()
+        super().__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+    def _route(self, path: str, query: dict) -> tuple[int, str, str]:
+        if self.raw is not None:
+            return self.raw
+        status, body = self.answer(path, query)
+        if self.mangle is not None and status == 200:
+            body = self.mangle(body)
+        return status, "application/json", json.dumps(body)
 
     # -- answers ---------------------------------------------------------------------------
 

@@ -86,7 +86,7 @@ def test_openai_costs_pages_are_followed_and_each_month_is_a_delivery(acme, data
         "openai_costs-2025-01.json",
         "openai_costs-2025-02.json",
     ]
-    path, params, headers = provider.requests[0]
+    path, params, headers = provider.calls[0]
     assert path == "/v1/organization/costs"
     assert headers["authorization"] == "Bearer sk-admin-test"
     assert ("start_time", "1735689600") in params  # 2025-01-01
@@ -94,8 +94,8 @@ def test_openai_costs_pages_are_followed_and_each_month_is_a_delivery(acme, data
     assert ("bucket_width", "1d") in params
     assert [value for name, value in params if name == "group_by"] == ["project_id", "line_item"]
     # 34 days in pages of 2 buckets: 17 pages, each asked for by the previous one's next_page.
-    assert len(provider.requests) == 17
-    assert [dict(p).get("page") for _, p, _ in provider.requests[:3]] == [None, "page-2", "page-3"]
+    assert len(provider.calls) == 17
+    assert [dict(p).get("page") for _, p, _ in provider.calls[:3]] == [None, "page-2", "page-3"]
     source.refresh_from_db()
     assert source.health == BillingSource.Health.HEALTHY
 
@@ -119,11 +119,11 @@ def test_the_last_days_are_restated_exactly_and_the_same_answer_changes_nothing(
         provider.days[date(2025, 2, 1)] = [cost(2.25), cost(0.05, "gpt-4o, cached input")]
         del provider.days[date(2025, 2, 2)]
         provider.days[date(2025, 2, 4)] = [cost(1.0)]
-        provider.requests.clear()
+        provider.calls.clear()
         second, _ = poll(source, FEB_3 + timedelta(days=1))
 
         # The window: three days before the last good poll (Feb 3) to today (Feb 4).
-        params = dict(provider.requests[0][1])
+        params = dict(provider.calls[0][1])
         assert (params["start_time"], params["end_time"]) == ("1738281600", "1738713600")
         assert counts(second) == ("succeeded", 2, 0, 2, 0, 2)
         assert current_spend() == {
@@ -173,9 +173,9 @@ def test_a_provider_that_is_down_marks_the_source_unhealthy_and_loses_nothing(ac
         # Days later the provider answers: the window reaches back to the last good poll.
         provider.fail_page = None
         provider.days[date(2025, 2, 5)] = [cost(1.0)]
-        provider.requests.clear()
+        provider.calls.clear()
         later, _ = poll(source, FEB_3 + timedelta(days=3))
-        assert dict(provider.requests[0][1])["start_time"] == "1738281600"  # Jan 31
+        assert dict(provider.calls[0][1])["start_time"] == "1738281600"  # Jan 31
         assert counts(later) == ("succeeded", 1, 0, 1, 0, 1)
         assert current_spend() == {("openai", FEB): {"USD": "3.60"}}
         source.refresh_from_db()
@@ -223,7 +223,7 @@ def test_anthropic_cost_report_cents_with_the_admin_key_header(acme):
         }
         source = api_source(BillingSource.Kind.ANTHROPIC_API, provider.url)
         first, _ = poll(source, FEB_3)
-    path, params, headers = provider.requests[0]
+    path, params, headers = provider.calls[0]
     assert path == "/v1/organizations/cost_report"
     assert (headers["x-api-key"], headers["anthropic-version"]) == (
         "sk-ant-admin-test",
@@ -280,13 +280,13 @@ def test_openai_usage_and_anthropic_usage_reports_are_pulled_too(acme):
         second, _ = poll(
             api_source(BillingSource.Kind.ANTHROPIC_API, anthropic.url, "anthropic_usage"), FEB_3
         )
-    assert openai.requests[0][0] == "/v1/organization/usage/completions"
-    assert [v for k, v in openai.requests[0][1] if k == "group_by"] == [
+    assert openai.calls[0][0] == "/v1/organization/usage/completions"
+    assert [v for k, v in openai.calls[0][1] if k == "group_by"] == [
         "project_id",
         "api_key_id",
         "model",
     ]
-    assert anthropic.requests[0][0] == "/v1/organizations/usage_report/messages"
+    assert anthropic.calls[0][0] == "/v1/organizations/usage_report/messages"
     assert (counts(first), counts(second)) == (("succeeded", 1, 1, 0, 0, 1),) * 2
     tokens = {
         (row["provider_name"], row["token_direction"]): row["tokens"]
@@ -331,7 +331,7 @@ def test_openrouter_activity_takes_the_completed_days_of_the_window(acme):
         }
         source = api_source(BillingSource.Kind.OPENROUTER_API, provider.url)
         first, _ = poll(source, FEB_3)
-    path, params, headers = provider.requests[0]
+    path, params, headers = provider.calls[0]
     assert (path, params, headers["authorization"]) == ("/api/v1/activity", [], "Bearer sk-or-test")
     # The last 30 completed days (Jan 4 to Feb 2): Dec 20 is not among them.
     assert counts(first) == ("succeeded", 2, 2, 0, 0, 2)
@@ -375,7 +375,7 @@ def test_litellm_spend_logs_follow_total_pages_and_count_each_request_once(acme)
         first, _ = poll(source, FEB_3)
         provider.days[date(2025, 2, 3)].append(spend_log("req-5", "2025-02-03T09:00:00Z", "0.016"))
         second, _ = poll(source, FEB_3 + timedelta(hours=1))
-    path, params, headers = provider.requests[0]
+    path, params, headers = provider.calls[0]
     assert path == "/spend/logs/ui"
     assert headers["authorization"] == "Bearer sk-litellm-test"
     assert dict(params) == {

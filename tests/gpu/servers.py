@@ -1,35 +1,60 @@
-"""Real HTTP servers on loopback for the polling tests: a dcgm-exporter and a Prometheus."""
+"""Real HTTP servers on loopback for the polling tests: a dcgm-exporter, a Prometheus, and (through
+tests/billing/api_server.py) a hosted model API provider."""
 
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
-Route = Callable[[str, dict], tuple[int, str, str]]  # (path, query) -> (status, type, body)
+# (path, query) -> (status, content type, body); the query maps each name to its first value.
+Route = Callable[[str, dict], tuple[int, str, str | bytes]]
 
 
 class LoopbackServer:
-    """Serves `route` on 127.0.0.1 in a thread; records every request's path and query."""
+    """Serves `route` on 127.0.0.1 in a thread. `requests` records each request's path and query
+    (first values), `calls` its path, every query pair in order and its headers (lower-cased).
+    A test can make it slow (`delay`, seconds before answering) or break its answers
+    (`truncate`: the body stops short of its Content-Length and the connection closes;
+    `not_http`: it answers a line that is no HTTP, as an SSH server on that port would)."""
 
     def __init__(self, route: Route):
         self.route = route
         self.requests: list[tuple[str, dict]] = []
+        self.calls: list[tuple[str, list[tuple[str, str]], dict[str, str]]] = []
+        self.delay = 0.0
+        self.truncate = False
+        self.not_http = False
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 - the name http.server calls
                 parts = urlsplit(self.path)
-                query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+                pairs = parse_qsl(parts.query)
+                query: dict[str, str] = {}
+                for key, value in pairs:
+                    query.setdefault(key, value)
                 server.requests.append((parts.path, query))
+                server.calls.append(
+                    (parts.path, pairs, {k.lower(): v for k, v in self.headers.items()})
+                )
                 status, content_type, body = server.route(parts.path, query)
-                data = body.encode()
+                data = body.encode() if isinstance(body, str) else body
+                if server.delay:
+                    time.sleep(server.delay)
+                if server.not_http:
+                    self.wfile.write(b"SSH-2.0-OpenSSH_9.6\r\n")
+                    self.close_connection = True
+                    return
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Content-Length", str(len(data) + (100 if server.truncate else 0)))
                 self.end_headers()
                 self.wfile.write(data)
+                if server.truncate:
+                    self.close_connection = True
 
             def log_message(self, *args):
                 pass

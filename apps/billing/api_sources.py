@@ -28,8 +28,11 @@ another variable), never from the database.
 
 import contextlib
 import hashlib
+import html
+import http.client
 import json
 import os
+import re
 import shutil
 import urllib.error
 import urllib.request
@@ -50,6 +53,9 @@ ERROR_BODY_BYTES = 2048
 ANTHROPIC_VERSION = "2023-06-01"
 LITELLM_PAGE_SIZE = 100  # /spend/logs/ui's largest page in the version read
 OPENROUTER_DAYS = 30  # activity covers the last 30 completed UTC days
+TAG = re.compile(r"<[^>]*>")
+TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+SCRIPT = re.compile(r"<(script|style)[^>]*>.*?</\1>", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -228,8 +234,10 @@ class ApiClient:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             detail = ""
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                detail = exc.read(ERROR_BODY_BYTES).decode("utf-8", "replace").strip()
+            with contextlib.suppress(
+                OSError, ValueError, AttributeError, http.client.HTTPException
+            ):
+                detail = _error_text(exc.read(ERROR_BODY_BYTES).decode("utf-8", "replace"))
             detail = f": {detail[:300]}" if detail else ""
             raise SourceUnavailable(
                 f"{shown} answered HTTP {exc.code} {exc.reason}{detail}"
@@ -237,13 +245,36 @@ class ApiClient:
         except (urllib.error.URLError, OSError, TimeoutError) as exc:
             reason = getattr(exc, "reason", exc)
             raise SourceUnavailable(f"{shown} cannot be reached: {reason}") from exc
+        except http.client.HTTPException as exc:
+            # A connection that answers no valid HTTP, or closes in the middle of the body.
+            name = exc.__class__.__name__
+            raise SourceUnavailable(f"{shown} answered a broken HTTP response ({name}).") from exc
+        except ValueError as exc:  # a URL urllib cannot parse (an IPv6 host without its ])
+            raise SourceUnavailable(f"{shown} is not a URL that can be reached: {exc}") from exc
         try:
-            answer = json.loads(raw)
-        except ValueError as exc:
+            answer = json.loads(raw, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:
             raise SourceUnavailable(f"{shown} answered something that is not JSON.") from exc
         if not isinstance(answer, dict) or not isinstance(answer.get("data"), list):
             raise SourceUnavailable(f"{shown} answered JSON without a data list.")
         return answer
+
+
+def _no_constant(name: str):
+    """NaN and Infinity are not JSON (Python's reader takes them): no amount is one."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _error_text(body: str) -> str:
+    """An error page's text for the message: an HTML page (a proxy's 502) by its title, else
+    its text without tags; JSON and plain text as they are."""
+    text = body.strip()
+    if not text.startswith("<"):
+        return " ".join(text.split())
+    title = TITLE.search(text)
+    text = title.group(1) if title else TAG.sub(" ", SCRIPT.sub(" ", text))
+    text = " ".join(html.unescape(text).split())
+    return f"an HTML page: {text}" if text else "an HTML page"
 
 
 def _pages(client: ApiClient, report: Report, params: list[tuple[str, str]]) -> Iterator[dict]:
@@ -264,10 +295,12 @@ def _pages(client: ApiClient, report: Report, params: list[tuple[str, str]]) -> 
             yield answer
             try:
                 total = int(answer.get("total_pages") or 1)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise SourceUnavailable(f"{report.path}: total_pages is not a number.") from None
             if page >= total or not answer["data"]:
                 return
+            if page >= MAX_PAGES:
+                raise SourceUnavailable(f"{report.path}: more than {MAX_PAGES} pages.")
             page += 1
     cursor, seen = None, set()
     for _ in range(MAX_PAGES):
@@ -276,6 +309,10 @@ def _pages(client: ApiClient, report: Report, params: list[tuple[str, str]]) -> 
         cursor = answer.get("next_page")
         if not answer.get("has_more") or not cursor:
             return
+        if not isinstance(cursor, str):
+            raise SourceUnavailable(
+                f"{report.path}: next_page is not a page cursor: {json.dumps(cursor)[:100]}"
+            )
         if cursor in seen:
             raise SourceUnavailable(f"{report.path}: the page {cursor!r} was answered twice.")
         seen.add(cursor)
@@ -317,8 +354,8 @@ def _day_of(kind: str, report: Report, item: dict) -> date | None:
         if kind == BillingSource.Kind.OPENROUTER_API:
             return date.fromisoformat(str(item["date"])[:10])
         return _iso_day(item["startTime"])
-    except (KeyError, TypeError, ValueError):
-        return None
+    except (KeyError, TypeError, ValueError, OverflowError, OSError):
+        return None  # OverflowError, OSError: a timestamp beyond what a date holds
 
 
 def _iso_day(value) -> date:
@@ -343,8 +380,8 @@ def pull(source: BillingSource, *, now: datetime) -> Listing:
     staging = root / f".staging-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    writers: dict[date, _DayWriter] = {}
     try:
-        writers: dict[date, _DayWriter] = {}
         params = [*report.params, *_window_params(source.kind, first, end)]
         for page in _pages(client, report, params):
             for item in page["data"]:
@@ -358,8 +395,17 @@ def pull(source: BillingSource, *, now: datetime) -> Listing:
                     )
                 if not first <= day < end:
                     continue
-                if report.shape == "buckets" and not item.get("results"):
-                    continue  # a day without spend: no lines
+                if report.shape == "buckets":
+                    results = item.get("results")
+                    if not results:
+                        continue  # a day without spend: no lines
+                    if not isinstance(results, list) or not all(
+                        isinstance(result, dict) for result in results
+                    ):
+                        raise SourceUnavailable(
+                            f"{report.path}: the results of the bucket of {day} are not a list "
+                            "of objects."
+                        )
                 if day not in writers:
                     writers[day] = _DayWriter(staging / f"{day.isoformat()}.json", report)
                 writers[day].add(item)
@@ -376,6 +422,8 @@ def pull(source: BillingSource, *, now: datetime) -> Listing:
                 target.unlink(missing_ok=True)
             day += timedelta(days=1)
     finally:
+        for writer in writers.values():
+            writer.handle.close()  # a page that failed leaves its days open
         shutil.rmtree(staging, ignore_errors=True)
     for month in _months(first, end):
         if first <= month:

@@ -22,6 +22,15 @@ API_FIELDS = ("api_key_env", "restate_days")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def _http_url(url: str) -> bool:
+    """An http(s) URL with a host; urlsplit raises ValueError on some (`http://[::1`)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
 class BillingSourceForm(SiteModelForm):
     fieldsets = [
         ("Folder only", list(FOLDER_FIELDS)),
@@ -105,7 +114,7 @@ class BillingSourceForm(SiteModelForm):
         url = cleaned.get("endpoint_url", "")
         if not url and not API_KIND_NAMES[kind]:
             self.add_error("endpoint_url", "Give the proxy's URL, e.g. http://litellm:4000.")
-        elif url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
+        elif url and not _http_url(url):
             self.add_error("endpoint_url", "Give the API's URL, e.g. https://api.openai.com.")
         variable = cleaned.get("api_key_env", "").strip()
         cleaned["api_key_env"] = variable
@@ -135,7 +144,7 @@ class BillingSourceForm(SiteModelForm):
             )
         cleaned["prefix"] = cleaned.get("prefix", "").lstrip("/")
         url = cleaned.get("endpoint_url", "")
-        if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
+        if url and not _http_url(url):
             self.add_error("endpoint_url", "Give the server's URL, e.g. http://minio:9000.")
 
 

@@ -66,11 +66,11 @@ class MetricSourceForm(SiteModelForm):
     def clean(self):
         cleaned = super().clean()
         url = cleaned.get("url", "")
-        if (
-            cleaned.get("kind") == MetricSource.Kind.DCGM
-            and url
-            and not urlsplit(url).path.strip("/")
-        ):
+        try:
+            path = urlsplit(url).path.strip("/")
+        except ValueError:  # not a URL: the model's validator says so beside the field
+            path = None
+        if cleaned.get("kind") == MetricSource.Kind.DCGM and url and path == "":
             self.add_error(
                 "url", "Give the exporter's full metrics URL, e.g. http://node:9400/metrics."
             )

@@ -12,8 +12,12 @@ from costsite.polling import PolledSource
 
 
 def validate_http_url(value: str) -> None:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(value)
+        hostname = parts.hostname
+    except ValueError:  # urlsplit refuses some, e.g. http://[::1 (an IPv6 host without its ])
+        parts, hostname = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not hostname:
         raise ValidationError(
             "Enter an http:// or https:// URL with a host, e.g. http://node:9400/metrics."
         )

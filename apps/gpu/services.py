@@ -1,6 +1,7 @@
 """Writes for GPU metrics: imports, metric sources and their polling, host-to-resource mappings."""
 
 import contextlib
+import http.client
 import json
 import logging
 import os
@@ -604,6 +605,11 @@ def _fetch(url: str, spool) -> None:
                 spool.write(chunk)
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         raise MetricSourceError(_describe_url_error(url, exc)) from exc
+    except http.client.HTTPException as exc:
+        # No valid HTTP, or a connection closed in the middle of the body.
+        raise MetricSourceError(
+            f"{url} answered a broken HTTP response ({exc.__class__.__name__})."
+        ) from exc
     spool.seek(0)
 
 

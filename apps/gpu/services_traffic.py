@@ -61,13 +61,21 @@ def requests_by_hour(stream, *, name: str) -> dict[datetime, int]:
         detail = answer.get("error", "") if isinstance(answer, dict) else ""
         raise MetricSourceError(f"{name}: Prometheus answered an error: {detail}".rstrip(": "))
     data = answer.get("data") or {}
-    if data.get("resultType") != "matrix":
-        raise MetricSourceError(
-            f"{name}: expected a matrix (query_range), got {data.get('resultType')!r}."
-        )
+    if not isinstance(data, dict) or data.get("resultType") != "matrix":
+        got = data.get("resultType") if isinstance(data, dict) else type(data).__name__
+        raise MetricSourceError(f"{name}: expected a matrix (query_range), got {got!r}.")
+    result = data.get("result") or []
+    if not isinstance(result, list) or not all(isinstance(series, dict) for series in result):
+        raise MetricSourceError(f"{name}: the matrix's result is not a list of series.")
     totals: dict[datetime, float] = {}
-    for series in data.get("result") or []:
-        for stamp, value in series.get("values") or []:
+    for series in result:
+        values = series.get("values") or []
+        if not isinstance(values, list):
+            raise MetricSourceError(f"{name}: a series' values are not a list of points.")
+        for point in values:
+            if not isinstance(point, list) or len(point) != 2:
+                raise MetricSourceError(f"{name}: the point {point!r} is not a [time, value] pair.")
+            stamp, value = point
             try:
                 number = float(value)
             except (TypeError, ValueError) as error:
@@ -78,7 +86,10 @@ def requests_by_hour(stream, *, name: str) -> dict[datetime, int]:
                 raise MetricSourceError(
                     f"{name}: {number} requests at {stamp}: a request count is never negative."
                 )
-            hour = datetime.fromtimestamp(float(stamp), tz=UTC) - HOUR
+            try:
+                hour = datetime.fromtimestamp(float(stamp), tz=UTC) - HOUR
+            except (TypeError, ValueError, OverflowError, OSError) as error:
+                raise MetricSourceError(f"{name}: the time {stamp!r} is not a time.") from error
             totals[hour] = totals.get(hour, 0.0) + number
     return {
         hour: int(math.floor(total + 0.5))

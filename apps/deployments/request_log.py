@@ -27,6 +27,7 @@ from .services import TrafficFigures
 COLUMNS = ("timestamp", "latency_ms", "tokens_in", "tokens_out", "request_hash")
 REQUIRED = ("timestamp",)
 MAX_ERRORS = 20  # a broken file says its first errors, not ten thousand
+MAX_TOKENS = 2**63 - 1  # TrafficHour's tokens (a PostgreSQL bigint)
 
 
 @dataclass
@@ -54,7 +55,10 @@ def _moment(text: str) -> datetime:
     moment = datetime.fromisoformat(value)
     if moment.tzinfo is None:
         raise ValueError("no time zone")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError as error:  # 0001-01-01T00:30+01:00: before the first UTC year
+        raise ValueError("out of range") from error
 
 
 def request_log_hours(stream, *, name: str) -> list[TrafficFigures]:
@@ -103,8 +107,15 @@ def request_log_hours(stream, *, name: str) -> list[TrafficFigures]:
                 value = cell(row, column)
                 if not value:
                     figures[column] = 0
-                elif value.isdigit():
+                # ASCII digits only: "²".isdigit() holds and int() refuses it.
+                elif value.isascii() and value.isdigit() and int(value) <= MAX_TOKENS:
                     figures[column] = int(value)
+                elif value.isascii() and value.isdigit():
+                    errors.append(
+                        f"{where} {column}: “{value}” is more tokens than a figure holds "
+                        f"({MAX_TOKENS:,} at most)."
+                    )
+                    bad = True
                 else:
                     errors.append(f"{where} {column}: “{value}” is not a whole number of tokens.")
                     bad = True
@@ -137,6 +148,15 @@ def request_log_hours(stream, *, name: str) -> list[TrafficFigures]:
         raise ValidationError(f"{name}, row {reader.line_num}: {error}.") from error
     finally:
         text.detach()
+    for moment, hour in sorted(hours.items()):
+        if len(errors) >= MAX_ERRORS:
+            break
+        for column in ("tokens_in", "tokens_out"):
+            if getattr(hour, column) > MAX_TOKENS:
+                errors.append(
+                    f"{name}: the hour from {moment:%Y-%m-%d %H:%M} UTC adds up to more than "
+                    f"{MAX_TOKENS:,} {column} (what a figure of traffic holds)."
+                )
     if errors:
         raise ValidationError(errors)
     if not hours:

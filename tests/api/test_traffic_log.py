@@ -101,3 +101,30 @@ def test_the_schema_documents_the_upload(member_client):
 
 
 pytestmark = pytest.mark.django_db
+
+
+def test_cells_python_reads_badly_are_a_400_not_a_500(member, project):
+    """A time before the first UTC year once moved to UTC, a superscript digit (str.isdigit()
+    takes it, int() refuses it) and token counts beyond a bigint, alone and summed by the hour."""
+    DeploymentFactory(project=project, external_id="ranker-prod")
+    half = str(2**62)
+    bad = (
+        HEADER
+        + "0001-01-01T00:30:00+01:00,12,1,1,a\n"
+        + "2025-03-01T10:00:00Z,12,²,1,b\n"
+        + f"2025-03-01T10:01:00Z,12,{2**63},1,c\n"
+        + f"2025-03-01T11:00:00Z,12,1,{half},d\n"
+        + f"2025-03-01T11:01:00Z,12,1,{half},e\n"
+    )
+    status, body = send(member, bad, name="odd.csv")
+    assert status == 400
+    assert body["errors"]["file"] == [
+        "odd.csv, row 2, column timestamp: “0001-01-01T00:30:00+01:00” is not an ISO 8601 time "
+        "with a time zone.",
+        "odd.csv, row 3, column tokens_in: “²” is not a whole number of tokens.",
+        f"odd.csv, row 4, column tokens_in: “{2**63}” is more tokens than a figure holds "
+        "(9,223,372,036,854,775,807 at most).",
+        "odd.csv: the hour from 2025-03-01 11:00 UTC adds up to more than "
+        "9,223,372,036,854,775,807 tokens_out (what a figure of traffic holds).",
+    ]
+    assert not TrafficHour.objects.exists()

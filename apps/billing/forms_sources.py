@@ -19,6 +19,7 @@ BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 FOLDER_FIELDS = ("path",)
 S3_FIELDS = ("bucket", "prefix", "endpoint_url", "region")
 API_FIELDS = ("api_key_env", "restate_days")
+MAX_RESTATE_DAYS = 366
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -49,6 +50,9 @@ class BillingSourceForm(SiteModelForm):
     restate_days = forms.IntegerField(
         required=False,
         min_value=1,
+        # A poll pulls these days again every time; beyond a year the window's start is no date
+        # at all (10,000,000 days: OverflowError in the poll).
+        max_value=MAX_RESTATE_DAYS,
         initial=3,
         label="Pull again the last (days)",
         help_text="Hosted API only: the days before the last good poll pulled again each time "

@@ -232,3 +232,23 @@ def test_a_url_urlsplit_refuses_is_a_form_error(acme, staff_client, kind, values
     assert answer.status_code == 200
     assert answer.context["form"].errors == {"endpoint_url": [error]}
     assert not BillingSource.objects.exists()
+
+
+@pytest.mark.parametrize("days", [367, 10_000_000])
+def test_restating_more_than_a_year_is_a_form_error(acme, staff_client, days):
+    """10,000,000 days before today is no date: the poll would raise OverflowError."""
+    answer = staff_client.post(
+        reverse("billing_source_create"),
+        {
+            "name": "openai",
+            "kind": "openai_api",
+            "format": "auto",
+            "restate_days": days,
+            "interval_minutes": 60,
+        },
+    )
+    assert answer.status_code == 200
+    assert answer.context["form"].errors == {
+        "restate_days": ["Ensure this value is less than or equal to 366."]
+    }
+    assert not BillingSource.objects.exists()

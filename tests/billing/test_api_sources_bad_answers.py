@@ -16,7 +16,7 @@ from apps.billing.sources import SourceUnavailable
 from costsite.celery import app as celery_app
 
 from .api_server import FakeProvider
-from .test_api_sources import FEB, FEB_3, api_source, cost, poll
+from .test_api_sources import FEB, FEB_3, api_source, cost, poll, spend_log
 from .test_sources import current_spend
 
 pytestmark = pytest.mark.django_db(databases=["default", "progress"])
@@ -189,6 +189,20 @@ def test_litellm_total_pages_beyond_a_number_is_refused(acme):
         source.refresh_from_db()
         assert source.health == "unhealthy"
         assert source.last_error == "/spend/logs/ui: total_pages is not a number."
+
+
+def test_litellm_pages_past_max_pages_are_refused(acme, monkeypatch):
+    """A proxy whose total_pages keeps ahead of the pages read (and never answers an empty
+    page) is not paging: the poll stops at MAX_PAGES, as next_page paging does."""
+    monkeypatch.setattr(api_sources, "MAX_PAGES", 5)
+    row = spend_log("req-1", "2025-02-01T10:00:00Z", "0.001")
+    with FakeProvider("litellm") as provider:
+        provider.mangle = lambda body: {**body, "data": [row], "total_pages": 50}
+        source = api_source(BillingSource.Kind.LITELLM_API, provider.url)
+        with pytest.raises(SourceUnavailable, match=r"^/spend/logs/ui: more than 5 pages\.$"):
+            services_sources.billing_source_poll(source=source, now=FEB_3)
+        assert len(provider.calls) == 5
+    assert not ImportRun.objects.exists()
 
 
 def test_poll_now_on_a_bad_answer_redirects_and_shows_the_error(

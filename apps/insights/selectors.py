@@ -194,16 +194,22 @@ def waste_totals(
     }
     savings: dict[str, Decimal] = defaultdict(Decimal)
     per_subject: dict[tuple[str, str], Decimal] = {}
-    for finding in findings.exclude(savings_per_month={}):
-        for currency, amount in finding.savings_per_month.items():
-            key = (finding.resource_id or finding.subject_key, currency)
+    levers = findings.exclude(savings_per_month={}).values_list(
+        "resource_id", "subject_key", "savings_per_month"
+    )
+    for resource_id, subject_key, savings_per_month in cached_findings(
+        "rows", levers, lambda: list(levers)
+    ):
+        for currency, amount in savings_per_month.items():
+            key = (resource_id or subject_key, currency)
             # Levers on one subject exclude each other: the largest counts.
             per_subject[key] = max(per_subject.get(key, Decimal("0")), Decimal(amount))
     for (_subject, currency), amount in per_subject.items():
         savings[currency] += amount
     realised: dict[str, Decimal] = defaultdict(Decimal)
     as_of = data_as_of()
-    for finding in findings.filter(status=Status.RESOLVED, resolved_at__isnull=False):
+    resolved = findings.filter(status=Status.RESOLVED, resolved_at__isnull=False)
+    for finding in resolved.select_related(None).only("pk", "resource_id", "resolved_at"):
         for currency, amount in realised_savings(finding=finding, as_of=as_of).items():
             realised[currency] += amount
     return WasteTotals(wasted, unattributed, dict(savings), dict(realised))

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from .figures import findings_version_bump
 from .models import (
     BuildOrCallInputs,
     BuildOrCallSettings,
@@ -28,6 +29,20 @@ class FindingAdmin(admin.ModelAdmin):
     search_fields = ["subject_key", "resource_id", "reason"]
     readonly_fields = ["wasted", "savings_per_month", "rank_amount", "evidence", "first_seen"]
     inlines = [FindingEventInline]
+
+    # An edit here moves the findings version, as the workflow's changes do (figures cached
+    # by the pages are read afresh).
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        findings_version_bump()
+
+    def delete_model(self, request, obj) -> None:
+        super().delete_model(request, obj)
+        findings_version_bump()
+
+    def delete_queryset(self, request, queryset) -> None:
+        super().delete_queryset(request, queryset)
+        findings_version_bump()
 
 
 @admin.register(RecomputeRun)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import F, Q, QuerySet, Sum
+from django.db import connection
+from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.http import Http404
 
 from apps.accounts.guards import is_staff_or_lead
@@ -18,6 +19,7 @@ from apps.projects.selectors import projects_editable_by, projects_visible_to
 from apps.spend.selectors import data_as_of as billing_data_as_of
 
 from .compute import day_start
+from .figures import cached_findings
 from .models import NOT_WASTE_KINDS, PRECEDENCE, Finding, FindingHour, Kind, Status
 
 
@@ -92,7 +94,8 @@ def wasted_in_period(
     hours = FindingHour.objects.filter(finding__in=findings, hour__lt=day_start(end))
     if start is not None:
         hours = hours.filter(hour__gte=day_start(start))
-    for row in hours.values("finding_id", "currency").annotate(wasted=Sum("wasted")).order_by():
+    rows = hours.values("finding_id", "currency").annotate(wasted=Sum("wasted")).order_by()
+    for row in cached_findings("rows", rows, lambda: list(rows)):
         if row["wasted"]:
             wasted[row["finding_id"]][row["currency"]] = row["wasted"]
     return wasted
@@ -103,7 +106,13 @@ def wasted_counted_once(
 ) -> dict[str, Decimal]:
     """Wasted counting each dollar of a line-hour once: where findings share a line key, hour and
     currency, they are taken in order of precedence and each adds only what the ones before it
-    left of the line-hour's spend. Unattributed spend is not waste (`NOT_WASTE_KINDS`)."""
+    left of the line-hour's spend. Unattributed spend is not waste (`NOT_WASTE_KINDS`).
+
+    Taken in that order, a line-hour's findings add up to the least of their wasted summed and
+    the line-hour's spend (the largest any of them holds), whatever the order; a line-hour one
+    finding alone holds counts its wasted. PostgreSQL sums it so, per line-hour and then per
+    currency, in one statement; elsewhere (SQLite, whose sums are floating point) the hours are
+    added here, exactly."""
     hours = FindingHour.objects.filter(
         finding__in=findings.exclude(kind__in=NOT_WASTE_KINDS), wasted__gt=0
     )
@@ -111,10 +120,18 @@ def wasted_counted_once(
         hours = hours.filter(hour__gte=day_start(start))
     if end is not None:
         hours = hours.filter(hour__lt=day_start(end))
+    return cached_findings("counted-once", hours, lambda: _counted_once(hours))
+
+
+def _counted_once(hours: QuerySet[FindingHour]) -> dict[str, Decimal]:
+    if connection.vendor == "postgresql":
+        return _counted_once_sql(hours)
     shared: dict[tuple, list[tuple[int, Decimal, Decimal]]] = defaultdict(list)
-    for line_key, hour, currency, kind, amount, spend in hours.values_list(
-        "line_key", "hour", "currency", "finding__kind", "wasted", "spend"
-    ).iterator(chunk_size=20_000):
+    for line_key, hour, currency, kind, amount, spend in (
+        hours.values_list("line_key", "hour", "currency", "finding__kind", "wasted", "spend")
+        .order_by()
+        .iterator(chunk_size=20_000)
+    ):
         shared[(line_key, hour, currency)].append((PRECEDENCE[kind], amount, spend))
     wasted: dict[str, Decimal] = defaultdict(Decimal)
     for (_line, _hour, currency), rows in shared.items():
@@ -127,6 +144,23 @@ def wasted_counted_once(
             counted += min(amount, cap - counted)
         wasted[currency] += counted
     return dict(wasted)
+
+
+def _counted_once_sql(hours: QuerySet[FindingHour]) -> dict[str, Decimal]:
+    line_hours = (
+        hours.values("line_key", "hour", "currency")
+        .annotate(findings=Count("id"), wasted_sum=Sum("wasted"), spend_cap=Max("spend"))
+        .order_by()
+    )
+    sql, params = line_hours.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT currency, sum(CASE WHEN findings = 1 THEN wasted_sum
+                                          ELSE least(wasted_sum, spend_cap) END)
+                FROM ({sql}) AS line_hours GROUP BY currency""",
+            params,
+        )
+        return {currency: amount for currency, amount in cursor.fetchall()}
 
 
 @dataclass(frozen=True)
@@ -150,25 +184,32 @@ def waste_totals(
         unattributed_hours = unattributed_hours.filter(hour__gte=day_start(start))
     if end is not None:
         unattributed_hours = unattributed_hours.filter(hour__lt=day_start(end))
+    unattributed_rows = (
+        unattributed_hours.values("currency").annotate(amount=Sum("wasted")).order_by("currency")
+    )
     unattributed = {
         row["currency"]: row["amount"]
-        for row in unattributed_hours.values("currency")
-        .annotate(amount=Sum("wasted"))
-        .order_by("currency")
+        for row in cached_findings("rows", unattributed_rows, lambda: list(unattributed_rows))
         if row["amount"]
     }
     savings: dict[str, Decimal] = defaultdict(Decimal)
     per_subject: dict[tuple[str, str], Decimal] = {}
-    for finding in findings.exclude(savings_per_month={}):
-        for currency, amount in finding.savings_per_month.items():
-            key = (finding.resource_id or finding.subject_key, currency)
+    levers = findings.exclude(savings_per_month={}).values_list(
+        "resource_id", "subject_key", "savings_per_month"
+    )
+    for resource_id, subject_key, savings_per_month in cached_findings(
+        "rows", levers, lambda: list(levers)
+    ):
+        for currency, amount in savings_per_month.items():
+            key = (resource_id or subject_key, currency)
             # Levers on one subject exclude each other: the largest counts.
             per_subject[key] = max(per_subject.get(key, Decimal("0")), Decimal(amount))
     for (_subject, currency), amount in per_subject.items():
         savings[currency] += amount
     realised: dict[str, Decimal] = defaultdict(Decimal)
     as_of = data_as_of()
-    for finding in findings.filter(status=Status.RESOLVED, resolved_at__isnull=False):
+    resolved = findings.filter(status=Status.RESOLVED, resolved_at__isnull=False)
+    for finding in resolved.select_related(None).only("pk", "resource_id", "resolved_at"):
         for currency, amount in realised_savings(finding=finding, as_of=as_of).items():
             realised[currency] += amount
     return WasteTotals(wasted, unattributed, dict(savings), dict(realised))
@@ -265,24 +306,43 @@ def findings_section(
         findings = findings.filter(kind=kind)
         query["kind"] = kind
     active = findings.filter(status__in=[Status.OPEN, Status.ACKNOWLEDGED])
-    in_period = Q(hours__hour__lt=day_start(end))
-    if start is not None:
-        in_period &= Q(hours__hour__gte=day_start(start))
-    # Ranked as the waste page ranks them, by the period's money first (one currency in practice).
-    top = list(
-        active.select_related("project")
-        .annotate(period_wasted=Sum("hours__wasted", filter=in_period))
-        .order_by(F("period_wasted").desc(nulls_last=True), "-rank_amount", "-pk")[:limit]
-    )
+    top = _top_in_period(active, start=start, end=end, limit=limit)
     period = wasted_in_period(
         findings=Finding.objects.filter(pk__in=[f.pk for f in top]), start=start, end=end
     )
     return FindingsSection(
         wasted=wasted_counted_once(findings=findings, start=start, end=end),
         top=[(finding, period.get(finding.pk, {})) for finding in top],
-        active=active.count(),
+        active=cached_findings("count", active, active.count),
         query="&".join(f"{key}={value}" for key, value in query.items()),
     )
+
+
+def _top_in_period(
+    active: QuerySet[Finding], *, start: date | None, end: date, limit: int
+) -> list[Finding]:
+    """The `limit` findings with the most wasted in `[start, end)`, ties by rank amount and id
+    (as the waste page ranks them), then those with no hour in the period by rank amount: the
+    period's hours are summed per finding first (the hour index), not every finding's hours."""
+    hours = FindingHour.objects.filter(finding__in=active, hour__lt=day_start(end))
+    if start is not None:
+        hours = hours.filter(hour__gte=day_start(start))
+    ranked_query = (
+        hours.values("finding_id")
+        .annotate(period_wasted=Sum("wasted"), rank_amount=Max("finding__rank_amount"))
+        .order_by("-period_wasted", "-rank_amount", "-finding_id")
+        .values_list("finding_id", flat=True)[:limit]
+    )
+    ranked = cached_findings("ids", ranked_query, lambda: list(ranked_query))
+    if len(ranked) < limit:
+        rest = (
+            active.exclude(pk__in=hours.values("finding_id"))
+            .order_by("-rank_amount", "-pk")
+            .values_list("pk", flat=True)[: limit - len(ranked)]
+        )
+        ranked = ranked + cached_findings("ids", rest, lambda: list(rest))
+    found = active.select_related("project").in_bulk(ranked)
+    return [found[pk] for pk in ranked if pk in found]
 
 
 def idle_gpu_dollars(*, user, start: datetime, end: datetime) -> dict[str, Decimal]:

@@ -14,6 +14,7 @@ from apps.experiments.models import Experiment
 from apps.projects.selectors import projects_visible_to
 
 from .compute import day_start
+from .figures import cached_findings
 from .models import Finding, FindingHour, Kind
 
 TRAINING_WORKLOADS = ("training", "fine_tuning")
@@ -30,9 +31,10 @@ def failed_wasted(
     )
     if start is not None:
         hours = hours.filter(hour__gte=day_start(start))
+    rows = hours.values("currency").annotate(wasted=Sum("wasted")).order_by("currency")
     return {
         row["currency"]: row["wasted"]
-        for row in hours.values("currency").annotate(wasted=Sum("wasted")).order_by("currency")
+        for row in cached_findings("rows", rows, lambda: list(rows))
         if row["wasted"]
     }
 

@@ -22,6 +22,7 @@ from . import (
     compute_storage,
     findings_part2,
 )
+from .figures import findings_version_bump
 from .models import (
     ONE_OFF_KINDS,
     SAVINGS_ONLY_KINDS,
@@ -101,6 +102,7 @@ def _change(
     elif to == Status.OPEN:
         finding.resolved_at = None
     finding.save(update_fields=["status", "snoozed_until", "resolution_note", "resolved_at"])
+    findings_version_bump()  # who sees it where (open, snoozed, resolved) changed
     return finding
 
 
@@ -266,6 +268,9 @@ def _execute(run: RecomputeRun, holder: str) -> None:
             status=RecomputeRun.Status.FAILED, error=str(error), finished_at=timezone.now()
         )
         return
+    # The findings and their hours changed in bulk (no model signal): the pages' cached findings
+    # figures are read afresh.
+    findings_version_bump()
     RecomputeRun.objects.filter(pk=run.pk).update(
         status=RecomputeRun.Status.SUCCEEDED, summary=summary, finished_at=timezone.now()
     )

@@ -68,7 +68,9 @@ def waste(request: HttpRequest) -> HttpResponse:
     form, filters, findings = _waste_rows(request)
     start, end = filters.period.start, filters.period.end
     org = Organization.get()
-    rows = list(findings[:200])
+    # The list shows no evidence (a finding's page does): not read, nor the runs' and
+    # deployments' tags.
+    rows = list(findings.defer("evidence", "experiment__tags", "deployment__tags")[:200])
     period_wasted = selectors.wasted_in_period(findings=findings, start=start, end=end)
     context = {
         "form": form,

@@ -18,6 +18,8 @@ from apps.billing.models import DailyStorageCost
 from apps.billing.storage import ByteSum, DataClass, UsageClass
 from apps.projects.models import Project
 
+from .figures import cached_rows
+
 DAY_SECONDS = Decimal(86400)
 FORECAST_DAYS = 90
 FORECAST_CACHE_SECONDS = 24 * 3600
@@ -84,7 +86,7 @@ def storage_growth(*, scope: StorageScope, start: date, end: date) -> Growth:
         .annotate(stored=ByteSum("stored_byte_seconds"), spend=Sum("effective_cost"))
         .order_by()
     )
-    for row in rows:
+    for row in cached_rows(rows):
         name = row["data_class"]
         for target in (by_bytes, by_spend):
             target.setdefault(name, [Decimal(0)] * len(days))
@@ -244,7 +246,7 @@ def fastest_buckets(*, scope: StorageScope, end: date, limit: int = 10) -> list[
             bytes_before=row["before"] / week,
             spend=row["spend"],
         )
-        for row in rows
+        for row in cached_rows(rows)
         if row["now"] > row["before"]
     ]
     buckets.sort(key=lambda b: (-b.growth_per_week, b.resource_id))
@@ -288,7 +290,7 @@ def egress_matrix(*, scope: StorageScope, start: date, end: date) -> EgressMatri
     matrix = EgressMatrix(sources=[], destinations=[])
     by_source: dict[str, Decimal] = defaultdict(Decimal)
     by_destination: dict[str, Decimal] = defaultdict(Decimal)
-    for row in rows:
+    for row in cached_rows(rows):
         key = (row["transfer_from"] or "unknown", row["transfer_to"] or "unknown")
         cell = matrix.cells.setdefault(key, {"bytes": Decimal(0), "spend": Decimal(0)})
         cell["bytes"] += row["moved"]
@@ -322,24 +324,24 @@ def per_project(*, scope: StorageScope, start: date, end: date) -> list[ProjectS
             "egress": Decimal(0),
         }
     )
+    # Per project and usage class: a few hundred rows, whatever the period's length.
     rows = (
         scope.rows()
         .filter(day__gte=start, day__lt=end)
         .exclude(usage_class=UsageClass.NETWORK_OTHER)
-        .values("project_id", "usage_class", "day")
+        .values("project_id", "usage_class")
         .annotate(
-            stored=ByteSum("stored_byte_seconds"),
+            stored=ByteSum("stored_byte_seconds", filter=Q(day=last), default=0),
             moved=ByteSum("moved_bytes"),
             spend=Sum("effective_cost"),
         )
         .order_by()
     )
-    for row in rows:
+    for row in cached_rows(rows):
         entry = sums[row["project_id"]]
         if row["usage_class"] in UsageClass.STORAGE:
             entry["storage"] += row["spend"]
-            if row["day"] == last:
-                entry["bytes"] += row["stored"] / DAY_SECONDS
+            entry["bytes"] += row["stored"] / DAY_SECONDS
         else:
             entry["moved"] += row["moved"]
             entry["egress"] += row["spend"]
@@ -367,7 +369,7 @@ def egress_by_project_weekly(*, scope: StorageScope, start: date, end: date) -> 
         .annotate(spend=Sum("effective_cost"))
         .order_by()
     )
-    for row in rows:
+    for row in cached_rows(rows):
         name = row["project__name"] or "Unattributed"
         series.setdefault(name, [Decimal(0)] * len(weeks))
         series[name][(row["day"] - start).days // 7] += row["spend"]

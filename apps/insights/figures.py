@@ -1,0 +1,45 @@
+"""Findings figures cached per findings version, never stale: the waste totals the pages show.
+
+The pages' findings sections and the waste page sum finding-hours (millions of rows in a year of
+a large organisation's bill) for the visible findings of a period. They are cached through the
+spend figures' cache (apps/spend/figures.py: keyed by the spend data version and the query's
+SQL, so a change of projects, teams or who sees what is covered) under a tag that also carries
+the findings version, a random token that moves whenever findings or their hours change:
+
+- at the commit of every findings recompute (its findings and hours are written in bulk);
+- at the commit of every status change of the workflow (services._change: acknowledge, snooze,
+  resolve, reopen, a snooze waking) and of an edit or delete in the admin.
+
+A token rather than a counter: if the cache loses it, a new one is drawn, and entries cached
+under the old one are never read again (a counter starting again at 0 could find them).
+"""
+
+import uuid
+from collections.abc import Callable
+
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import QuerySet
+
+from apps.spend.figures import cached
+
+VERSION_KEY = "insights-findings-version"
+
+
+def findings_version() -> str:
+    token = cache.get(VERSION_KEY)
+    if token is None:
+        cache.add(VERSION_KEY, uuid.uuid4().hex, None)
+        token = cache.get(VERSION_KEY)
+    return token
+
+
+def findings_version_bump() -> None:
+    """A new findings version once the current transaction commits (at once outside one)."""
+    transaction.on_commit(lambda: cache.set(VERSION_KEY, uuid.uuid4().hex, None))
+
+
+def cached_findings(tag: str, query: QuerySet, compute: Callable[[], object]) -> object:
+    """`compute()`'s result for `query` (see apps.spend.figures.cached), from the cache while
+    neither the spend data nor the findings changed."""
+    return cached(f"findings:{findings_version()}:{tag}", query, compute)

@@ -1,0 +1,103 @@
+"""The pages' findings figures are cached per findings version and never stale: a status change
+and a recompute each make the next request read the finding-hours afresh."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from apps.insights.models import Finding, Kind
+from apps.insights.selectors import wasted_counted_once
+from apps.insights.services import finding_snooze, findings_recompute
+
+from .conftest import line
+
+pytestmark = pytest.mark.django_db
+NOW = datetime(2025, 3, 11, 9, tzinfo=UTC)
+PAGE = "/waste/?start=2025-03-10&end=2025-03-10"
+
+
+def total(client: Client, figure: str = "total-wasted") -> tuple[str, list[str]]:
+    """A total of the waste page (the counted-once wasted), and the SQL of the request."""
+    with CaptureQueriesContext(connection) as queries:
+        body = client.get(PAGE).content.decode()
+    start = body.index(f'id="{figure}"><strong>') + len(f'id="{figure}"><strong>')
+    return body[start : body.index("</strong>", start)], [q["sql"] for q in queries]
+
+
+def reads_hours(sql: list[str]) -> int:
+    return sum("insights_findinghour" in statement for statement in sql)
+
+
+@pytest.fixture
+def client(bill, lead) -> Client:
+    with time_machine.travel(NOW, tick=False):
+        findings_recompute()
+    client = Client()
+    client.force_login(lead)
+    return client
+
+
+def test_the_same_page_again_reads_no_finding_hour(client):
+    with time_machine.travel(NOW, tick=False):
+        first, first_sql = total(client)
+        again, again_sql = total(client)
+    assert first == again == "$18.25"
+    assert reads_hours(first_sql) == 4  # counted once, per finding, unattributed, failed runs
+    assert reads_hours(again_sql) == 0
+
+
+def test_a_snoozed_finding_leaves_the_total_at_the_next_request(
+    client, lead, django_capture_on_commit_callbacks
+):
+    with time_machine.travel(NOW, tick=False):
+        assert total(client)[0] == "$18.25"
+        idle_a = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key="i-a")
+        # The version moves when the change commits (the test's transaction never does).
+        with django_capture_on_commit_callbacks(execute=True):
+            finding_snooze(finding=idle_a, by=lead, until=datetime(2025, 3, 20).date())
+        after, sql = total(client)
+    # The active findings without i-a's idle 5.00.
+    assert after == "$13.25"
+    assert reads_hours(sql) == 4
+
+
+def test_a_recompute_after_new_spend_shows_the_new_waste(
+    client, delivery, django_capture_on_commit_callbacks
+):
+    with time_machine.travel(NOW, tick=False):
+        assert total(client, "total-unattributed")[0] == "$35.00"
+        # 70.00 of a stray box that nobody claims: unattributed spend the page now holds.
+        line(delivery, "2025-03-10 14:00", "2025-03-10 15:00", "70.00", resource="i-zz")
+        with django_capture_on_commit_callbacks(execute=True):
+            findings_recompute()
+        after, sql = total(client, "total-unattributed")
+    assert after == "$105.00"
+    assert reads_hours(sql) == 4
+
+
+def test_counted_once_in_sql_equals_the_precedence_walk(bill):
+    """PostgreSQL's least(sum, spend) per line-hour is what taking the findings in precedence
+    order adds up to: a failed run's 4.00 on i-a's hour leaves its idle 3.00 nothing to add."""
+    findings_recompute()
+    idle_a = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key="i-a")
+    failed = Finding.objects.create(kind=Kind.FAILED_RUN, subject_key="run:x", resource_id="i-a")
+    hour = idle_a.hours.filter(wasted__gt=0).order_by("hour").first()
+    failed.hours.create(
+        line_key=hour.line_key,
+        hour=hour.hour,
+        currency="USD",
+        wasted=Decimal("4.00"),
+        spend=Decimal("4.00"),
+    )
+    both = Finding.objects.filter(pk__in=[idle_a.pk, failed.pk])
+    alone = wasted_counted_once(findings=Finding.objects.filter(pk=idle_a.pk), start=None, end=None)
+    # i-a's idle alone is 5.00; with the failed run its first wasted hour is the run's 4.00.
+    assert alone == {"USD": Decimal("5.00")}
+    assert wasted_counted_once(findings=both, start=None, end=None) == {
+        "USD": Decimal("5.00") - hour.wasted + Decimal("4.00")
+    }

@@ -8,9 +8,8 @@ class BillingConfig(AppConfig):
     def ready(self) -> None:
         from apps.projects.ports import ownership_changed
 
-        # Both light to import: the tasks load the billing engine (pyarrow, pandas) when they run.
         from . import tasks  # noqa: F401  (registers the tasks the services enqueue by name)
-        from .scheduling import attribution_schedule
+        from .services import attribution_schedule
 
         # Who used what changed (a resource id, an alias, a rule): re-attribute that history.
         ownership_changed.register(attribution_schedule)

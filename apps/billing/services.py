@@ -53,7 +53,6 @@ from .reattribution import (  # noqa: F401  (the re-attribution engine; re-expor
     _RunProgress,
 )
 from .runs import STALE_AFTER, _day_start, money_text  # noqa: F401
-from .scheduling import attribution_schedule  # noqa: F401  (re-exported for callers)
 
 logger = logging.getLogger(__name__)
 
@@ -203,6 +202,31 @@ def billing_runs_reap(*, now=None) -> list[tuple[str, int]]:
                 task_enqueue_on_commit(task, pk)
                 reaped.append((kind, pk))
     return reaped
+
+
+def attribution_schedule(
+    *,
+    resource_ids: list[str] | None = None,
+    reason: str = "",
+    created_by: AbstractBaseUser | None = None,
+) -> AttributionRun | None:
+    """Re-attribute, after the current transaction commits, the history these resources touch,
+    as a tracked run (queued now; a worker claims it and writes its progress as it goes).
+
+    None means all history: call it after a tag key alias or an allocation rule changes. Call it
+    with the resource ids (old and new) when an experiment's or deployment's resources, or their
+    times, change. Returns the run, or None when there was nothing to re-attribute.
+    """
+    ids = None
+    if resource_ids is not None:
+        ids = sorted({r.strip() for r in resource_ids if r and r.strip()})
+        if not ids:
+            return None
+    run = AttributionRun.objects.create(
+        reason=reason[:500], resource_ids=ids, created_by=created_by
+    )
+    task_enqueue_on_commit("apps.billing.tasks.attribution_refresh_task", run.pk)
+    return run
 
 
 def attribution_run_execute(*, attribution_run: AttributionRun) -> AttributionRun:

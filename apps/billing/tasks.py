@@ -1,8 +1,4 @@
-"""Celery tasks: thin wrappers that load rows by id and call one service.
-
-Every process imports this module at startup (`BillingConfig.ready()`, so that the tasks are
-registered by name); the services, and the parsers they import, are imported by the tasks when
-they run, which keeps them out of the start of every process that never runs one."""
+"""Celery tasks: thin wrappers that load rows by id and call one service."""
 
 from datetime import date
 
@@ -10,6 +6,7 @@ from celery import shared_task
 from django.contrib.auth import get_user_model
 from django.db import InterfaceError, OperationalError
 
+from . import services, services_sources
 from .models import AttributionRun, BillingSource, ImportRun
 from .sources import SourceUnavailable
 
@@ -23,8 +20,6 @@ from .sources import SourceUnavailable
 def import_run_execute_task(import_run_id: int) -> str:
     """Run an import. A lost database connection retries (the run is handed back as queued);
     a second delivery of the message finds the run claimed and does nothing."""
-    from . import services
-
     import_run = ImportRun.objects.filter(pk=import_run_id).first()
     if import_run is None:
         return "missing"
@@ -40,8 +35,6 @@ def import_run_execute_task(import_run_id: int) -> str:
 def attribution_refresh_task(attribution_run_id: int) -> str:
     """Run a re-attribution. A lost database connection retries (the run is handed back as
     queued); a second delivery of the message finds the run claimed and does nothing."""
-    from . import services
-
     attribution_run = AttributionRun.objects.filter(pk=attribution_run_id).first()
     if attribution_run is None:
         return "missing"
@@ -51,8 +44,6 @@ def attribution_refresh_task(attribution_run_id: int) -> str:
 @shared_task
 def billing_runs_reap_task() -> int:
     """Beat's tick (costsite/schedules.py): enqueue again the runs that nothing works on."""
-    from . import services
-
     return len(services.billing_runs_reap())
 
 
@@ -64,8 +55,6 @@ SOURCE_POLL_MAX_RETRIES = 4
 @shared_task
 def billing_sources_poll_due() -> list[int]:
     """Beat's tick (costsite/schedules.py): enqueue a poll for each billing source due."""
-    from . import services_sources
-
     source_ids = services_sources.billing_sources_claim_due()
     for source_id in source_ids:
         billing_source_poll_task.delay(source_id)
@@ -88,8 +77,6 @@ def billing_source_poll_task(
     the source already shows the error by then, and its next scheduled poll waits past the
     retries.
     """
-    from . import services_sources
-
     sources = BillingSource.objects.filter(pk=source_id)
     source = (sources if manual else sources.filter(is_paused=False)).first()
     if source is None:

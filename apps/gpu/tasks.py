@@ -1,10 +1,8 @@
-"""Celery tasks: thin wrappers that take ids, load the rows and call one service.
-
-Every process imports this module at startup (`GpuConfig.ready()`); the services, and the metric
-parsers with numpy and pyarrow, are imported by the tasks when they run."""
+"""Celery tasks: thin wrappers that take ids, load the rows and call one service."""
 
 from celery import shared_task
 
+from . import services, services_traffic
 from .models import MetricImport, MetricSource, TrafficSource
 
 POLL_MAX_RETRIES = 4
@@ -14,8 +12,6 @@ POLL_MAX_RETRIES = 4
 def metric_sources_poll_due() -> list[int]:
     """Beat's tick (costsite/schedules.py): enqueue a poll for every source that is due, the
     deployments' Prometheus traffic sources too (same client, same tick)."""
-    from . import services, services_traffic
-
     source_ids = services.metric_sources_claim_due()
     for source_id in source_ids:
         metric_source_poll_task.delay(source_id)
@@ -29,8 +25,6 @@ def metric_source_poll_task(self, source_id: int) -> int:
     """Poll one source; when the target is down, retry with a doubling delay. The source is
     already marked unhealthy with the error by then, and its next scheduled poll waits past the
     retries, so a down target is not polled twice at once."""
-    from . import services
-
     source = MetricSource.objects.filter(pk=source_id, is_paused=False).first()
     if source is None:
         return 0
@@ -48,8 +42,6 @@ def metric_source_poll_task(self, source_id: int) -> int:
 
 @shared_task
 def metric_import_execute_task(metric_import_id: int) -> str:
-    from . import services
-
     metric_import = MetricImport.objects.get(pk=metric_import_id)
     return services.metric_import_execute(metric_import=metric_import).status
 
@@ -57,16 +49,12 @@ def metric_import_execute_task(metric_import_id: int) -> str:
 @shared_task
 def gpu_days_rebuild_task() -> None:
     """After a change of who used what: rebuild the fleet page's daily rollup."""
-    from . import services
-
     services.gpu_days_rebuild()
 
 
 @shared_task(bind=True, max_retries=POLL_MAX_RETRIES)
 def traffic_source_poll_task(self, source_id: int) -> int:
     """Poll one deployment's Prometheus traffic source, retrying as a metric source does."""
-    from . import services, services_traffic
-
     source = (
         TrafficSource.objects.select_related("deployment")
         .filter(pk=source_id, is_paused=False)

@@ -1,11 +1,12 @@
 """Celery tasks: thin wrappers over services.findings_recompute, and the handler registered with
-the "spend data changed" port. Every process imports it at startup (`InsightsConfig.ready()`);
-the services (the findings engine) are imported by the tasks when they run."""
+the "spend data changed" port."""
 
 from datetime import date
 
 from celery import shared_task
 from django.db import InterfaceError, OperationalError, transaction
+
+from . import services
 
 
 @shared_task(
@@ -19,8 +20,6 @@ def findings_recompute_task(
 ) -> str:
     """Recompute the findings of `[start, end)` (ISO dates; none: all the data). Safe twice:
     the recompute is claimed, and a second one only repeats the same result."""
-    from . import services
-
     run = services.findings_recompute(
         start=date.fromisoformat(start) if start else None,
         end=date.fromisoformat(end) if end else None,
@@ -32,8 +31,6 @@ def findings_recompute_task(
 @shared_task(acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=True)
 def recompute_runs_reap_task() -> int:
     """Beat's tick (costsite/schedules.py): run the recomputes a killed worker left stuck."""
-    from . import services
-
     return services.recompute_runs_reap()
 
 

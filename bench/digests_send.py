@@ -14,6 +14,10 @@ its time includes the process start, and that is the time that must be under 60 
 command with `--help` (Django set up, every app loaded, nothing sent) is timed after, in the same
 run: `process_start_seconds`, the part of the send that the rendering, in this process, never pays.
 
+On a shared machine the wall-clock times move with everyone else's work; `cpu_seconds` says what
+each part cost in CPU (user and system): the renders' (this process's), the send command's, the
+`--help` command's and the SMTP server's, over the whole run (Postgres's own is in none of them).
+
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/<a copy of costsite_bench> \\
         python bench/digests_send.py [--subscribers 1000]
 
@@ -25,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import signal
 import socket
 import subprocess
@@ -102,13 +107,20 @@ def findings_ensure() -> None:
         print(f"findings recomputed in {time.perf_counter() - clock:.1f} s", file=sys.stderr)
 
 
-def render_all(now: datetime) -> tuple[float, int, int]:
+def children_cpu() -> float:
+    """CPU seconds (user and system) of this process's children waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def render_all(now: datetime) -> tuple[float, int, int, float]:
     """Build and render every digest due, as digests_send does, without sending: seconds, bytes,
-    distinct digests built (`built` also keeps the run's reads: those are not counted)."""
+    distinct digests built (`built` also keeps the run's reads: those are not counted), CPU
+    seconds."""
     from apps.digests import selectors, services
     from apps.digests.selectors import Digest
 
-    clock = time.perf_counter()
+    clock, cpu = time.perf_counter(), time.process_time()
     start, end = selectors.period_of(frequency="weekly", day=now.date())
     built: dict = {}
     rendered: dict = {}
@@ -134,7 +146,8 @@ def render_all(now: datetime) -> tuple[float, int, int]:
                 .message()
                 .as_bytes()
             )
-    return time.perf_counter() - clock, size, sum(isinstance(v, Digest) for v in built.values())
+    distinct = sum(isinstance(v, Digest) for v in built.values())
+    return time.perf_counter() - clock, size, distinct, time.process_time() - cpu
 
 
 def main() -> None:
@@ -168,9 +181,9 @@ def main() -> None:
     assert server.stdout.readline().strip() == "ready"
     try:
         Delivery.objects.all().delete()
-        render_1, size, distinct = render_all(now)
+        render_1, size, distinct, render_cpu_1 = render_all(now)
         # The send as a person runs it: the command, its process start included.
-        clock = time.perf_counter()
+        clock, cpu = time.perf_counter(), children_cpu()
         command = [sys.executable, str(ROOT / "manage.py"), "digests_send", "--period", "weekly"]
         sent = subprocess.run(
             [*command, "--now", now.isoformat(), "--json"],
@@ -179,17 +192,19 @@ def main() -> None:
             check=True,
             cwd=ROOT,
         )
-        send = time.perf_counter() - clock
+        send, send_cpu = time.perf_counter() - clock, children_cpu() - cpu
         results = [json.loads(line) for line in sent.stdout.splitlines()]
-        render_2, _, _ = render_all(now)
+        render_2, _, _, render_cpu_2 = render_all(now)
         # What of the send is the process start alone: the same command, up to its --help.
-        clock = time.perf_counter()
+        clock, cpu = time.perf_counter(), children_cpu()
         subprocess.run([*command, "--help"], capture_output=True, check=True, cwd=ROOT)
-        start = time.perf_counter() - clock
+        start, start_cpu = time.perf_counter() - clock, children_cpu() - cpu
     finally:
         server.send_signal(signal.SIGTERM)
         accepted = int(server.stdout.readline().strip() or 0)
+        cpu = children_cpu()
         server.wait()
+        server_cpu = children_cpu() - cpu
     statuses: dict[str, int] = {}
     for result in results:
         statuses[result["status"]] = statuses.get(result["status"], 0) + 1
@@ -210,6 +225,13 @@ def main() -> None:
                 "process_start_seconds": round(start, 2),
                 "ratio": round(send / render, 2),
                 "total_seconds": round(render_1 + send + render_2, 2),
+                "cpu_seconds": {
+                    "render": [round(render_cpu_1, 2), round(render_cpu_2, 2)],
+                    "send_command": round(send_cpu, 2),
+                    "process_start": round(start_cpu, 2),
+                    "smtp_server": round(server_cpu, 2),
+                },
+                "load_average": [round(load, 2) for load in os.getloadavg()],
             },
             indent=2,
         )

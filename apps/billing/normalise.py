@@ -18,6 +18,7 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal
+from functools import cache
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -33,7 +34,16 @@ if TYPE_CHECKING:  # formats import this module: no import of theirs at run time
 
 DEC = pa.decimal128(38, 15)
 TS = pa.timestamp("us", tz="UTC")
-NULL_TOKENS = pa.array(["", "NULL", "null", "Null"], pa.string())
+
+
+@cache
+def _null_tokens() -> pa.Array:
+    """The spellings of null, made when first needed: pyarrow's array() of a Python list imports
+    pandas (to ask whether it is a pandas object), about 0.4 s of CPU that every process paid at
+    startup for this one constant."""
+    return pa.array(["", "NULL", "null", "Null"], pa.string())
+
+
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 QUANTUM = Decimal("1e-15")
 LIMIT = Decimal("1e23")  # 38 digits with 15 after the point
@@ -143,7 +153,7 @@ def clean_strings(array: pa.Array, *, spelled_nulls: bool = True) -> pa.Array:
         array = pc.cast(array, pa.string())
     blank = pc.utf8_is_space(array)
     if spelled_nulls:
-        blank = pc.or_kleene(blank, pc.is_in(array, value_set=NULL_TOKENS))
+        blank = pc.or_kleene(blank, pc.is_in(array, value_set=_null_tokens()))
     if not pc.any(blank).as_py():  # nulls are skipped
         return array
     return pc.if_else(pc.fill_null(blank, False), pa.scalar(None, pa.string()), array)

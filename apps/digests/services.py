@@ -5,6 +5,7 @@ once, cleared when the condition ends)."""
 import json
 import logging
 import smtplib
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -501,8 +502,50 @@ def deliveries_mark(deliveries: list[Delivery]) -> None:
         )
 
 
-# How many messages may wait for the SMTP thread while the next ones are built.
+# How many SMTP connections a run sends over at once, each in a thread of its own with its own
+# Django email connection. One connection was what the run waited for: a message is four round
+# trips to the server, and each time the sending thread woke up it waited for the thread building
+# the next digests to hand over the interpreter (up to its switch interval, 5 ms), about 26 ms a
+# message; several threads wait at once.
+SMTP_CONNECTIONS = 4
+# How many messages may wait for the SMTP threads while the next ones are built.
 SEND_AHEAD = 20
+
+
+class _Connections:
+    """One email connection per sending thread (`get_connection()` each, as Django's backends
+    are made to be used), or the one connection the caller passed for all of them; all closed
+    together at the end of the run."""
+
+    def __init__(self, given=None) -> None:
+        self.given = given
+        self.local = threading.local()
+        self.opened: list = []
+        self.lock = threading.Lock()
+
+    @property
+    def threads(self) -> int:
+        return 1 if self.given is not None else SMTP_CONNECTIONS
+
+    def current(self):
+        if self.given is not None:
+            return self.given
+        connection = getattr(self.local, "connection", None)
+        if connection is None:
+            connection = self.local.connection = get_connection()
+            with self.lock:
+                self.opened.append(connection)
+        return connection
+
+    def send(self, message) -> tuple[str, str, bool]:
+        return _outcome(message, self.current())
+
+    def close(self) -> None:
+        for connection in [self.given] if self.given is not None else self.opened:
+            try:
+                connection.close()
+            except (smtplib.SMTPException, OSError):
+                logger.warning("Closing a mail server connection failed", exc_info=True)
 
 
 def digests_send(
@@ -512,14 +555,15 @@ def digests_send(
     whatever ran before. One bad address stops no other.
 
     Deliveries are claimed `CLAIM_BATCH` at a time (one statement), built and marked here
-    `MARK_BATCH` at a time (one statement, once the SMTP server answered for each); one thread of
-    its own talks to the SMTP server over one connection, so the server's round trips overlap the
-    next digest's work rather than adding to it. It touches no database.
+    `MARK_BATCH` at a time (one statement, once the SMTP server answered for each); up to
+    `SMTP_CONNECTIONS` threads of their own talk to the SMTP server, each over its own connection
+    (one thread when the caller passes a `connection`), so the server's round trips overlap one
+    another and the next digests' work rather than adding to it. They touch no database.
     """
     now = now or timezone.now()
     today = now.astimezone(ZoneInfo("UTC")).date()
     subscriptions_ensure()
-    connection = connection or get_connection()
+    connections = _Connections(connection)
     built: dict = {}
     results: list[DeliveryResult | None] = []
     waiting: deque = deque()
@@ -540,7 +584,9 @@ def digests_send(
         finish(index, prepared, answer.result())
 
     try:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="digests-smtp") as smtp:
+        with ThreadPoolExecutor(
+            max_workers=connections.threads, thread_name_prefix="digests-smtp"
+        ) as smtp:
             for due in [frequency] if frequency else frequencies_due(now=now):
                 start, end = selectors.period_of(frequency=due, day=today)
                 due_now = list(selectors.subscriptions_due(frequency=due))
@@ -571,7 +617,7 @@ def digests_send(
                         if prepared.outcome is not None:
                             finish(len(results) - 1, prepared, prepared.outcome)
                         else:
-                            answer = smtp.submit(_outcome, prepared.message, connection)
+                            answer = smtp.submit(connections.send, prepared.message)
                             waiting.append((len(results) - 1, prepared, answer))
                         while waiting and (waiting[0][2].done() or len(waiting) > SEND_AHEAD):
                             finish_oldest()
@@ -581,7 +627,7 @@ def digests_send(
         try:
             mark(1)  # whatever the SMTP server answered for, even when the run is failing
         finally:
-            connection.close()
+            connections.close()
     return [result for result in results if result is not None]
 
 

@@ -118,7 +118,7 @@ class AnthropicUsageFormat(BillingFormat):
     def to_focus(self, batch: pa.RecordBatch, columns: ColumnMap) -> dict[str, pa.Array]:
         length = batch.num_rows
         start, end = _times(batch)
-        zero = api.ZERO
+        zero = api.zero()
         model = pc.fill_null(api.text(batch, "model"), UNKNOWN)
         resource, workspace = _billed_to(batch)
         parts, amounts = [], []

@@ -10,6 +10,7 @@ values (months, line items, models).
 
 import json
 from decimal import Decimal, InvalidOperation
+from functools import cache
 
 import numpy as np
 import pyarrow as pa
@@ -23,11 +24,17 @@ from ..ports import prices_for
 DEC = pa.decimal128(38, 15)
 # Counts (tokens, requests) are whole numbers: a narrow decimal keeps their sums in range.
 COUNT = pa.decimal128(24, 0)
-ZERO = pa.scalar(Decimal(0), COUNT)
 STRING = pa.string()
 CATEGORY = "AI and Machine Learning"
 ISO = "%Y-%m-%dT%H:%M:%SZ"
 QUANTUM = Decimal("1e-15")
+
+
+@cache
+def zero() -> pa.Scalar:
+    """A count of 0, made when first needed: a pyarrow scalar made from a Python value imports
+    pandas (to ask whether it is a pandas object), which every process paid at startup."""
+    return pa.scalar(Decimal(0), COUNT)
 
 
 def text(batch: pa.RecordBatch, name: str | None) -> pa.Array:

@@ -162,7 +162,7 @@ class OpenAiUsageFormat(BillingFormat):
         length = batch.num_rows
         start, end = _period(batch, columns)
         counts = {name: api.integers(api.text(batch, name), name) for name in USAGE_COUNTS}
-        zero = api.ZERO
+        zero = api.zero()
         cached = pc.fill_null(counts["input_cached_tokens"], zero)
         write = pc.fill_null(counts["input_cache_write_tokens"], zero)
         uncached = pc.cast(

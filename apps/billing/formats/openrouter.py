@@ -22,7 +22,7 @@ from .openai import ApiColumnMap
 
 
 def _add(a: pa.Array, b: pa.Array) -> pa.Array:
-    zero = api.ZERO
+    zero = api.zero()
     total = pc.add(pc.fill_null(a, zero), pc.fill_null(b, zero))
     return pc.if_else(pc.and_(pc.is_null(a), pc.is_null(b)), pa.scalar(None, api.COUNT), total)
 

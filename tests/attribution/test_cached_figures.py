@@ -17,18 +17,10 @@ from apps.experiments.services import experiment_register
 from apps.projects.models import AllocationRule
 from apps.projects.services import ResourceWindow, allocation_rule_create
 from apps.spend.figures import version_read
-from costsite.celery import app
 
 from .conftest import at, write_bill
 
 pytestmark = pytest.mark.django_db(transaction=False, databases=["default", "progress"])
-
-
-@pytest.fixture
-def eager_celery():
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 def line(day: str, resource: str, amount: str, tags: str = "", month: str = "03") -> dict:

@@ -25,8 +25,9 @@ HTMX = {"HX-Request": "true", "HX-Target": "spend"}
 # No page may need more than this, whatever the data (the project page is the largest: 29 for
 # its spend, the data version its cached figures are keyed by included, 7 for its findings
 # section (cold: its top findings by the period's hours, then by rank those the period has no
-# hour of, when fewer than five have), 1 for its alerts, 1 for its failed runs' share, 1 for its rules without a workload:
-# 3 when it has some, to read its usual workload; 1 for its hosted model API spend).
+# hour of, when fewer than five have), 1 for its alerts, 1 for its failed runs' share, 1 for
+# its rules without a workload: 3 when it has some, to read its usual workload; 1 for its hosted
+# model API spend).
 MOST = 40
 
 

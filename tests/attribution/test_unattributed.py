@@ -12,7 +12,6 @@ from apps.billing.services import import_run_create, import_run_execute
 from apps.billing.services_attribution import unattributed_claim
 from apps.projects.models import AllocationRule
 from apps.spend.selectors import spend_totals
-from costsite.celery import app
 from tests.factories import ExperimentFactory
 
 from .conftest import BUCKET, resource_rollup, rollup, write_bill
@@ -186,13 +185,6 @@ def test_the_claim_form_comes_in_place_for_htmx(staff_client, bill):
 
 
 # -- The whole way: a bill imported, a resource claimed, its history moved -------------------------
-
-
-@pytest.fixture
-def eager_celery():
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 @pytest.fixture

@@ -7,13 +7,11 @@ import json
 from datetime import date, timedelta
 
 import pytest
-from django.conf import settings
 from django.urls import reverse
 
 from apps.billing import api_sources, services_sources
 from apps.billing.models import BillingSource, ImportRun, SourcePoll
 from apps.billing.sources import SourceUnavailable
-from costsite.celery import app as celery_app
 
 from .api_server import FakeProvider
 from .test_api_sources import FEB, FEB_3, api_source, cost, poll, spend_log
@@ -38,13 +36,6 @@ def data_dir(settings, tmp_path):
 def keys(monkeypatch):
     monkeypatch.setenv("OPENAI_ADMIN_KEY", "sk-admin-test")
     monkeypatch.setenv("LITELLM_MASTER_KEY", "sk-litellm-test")
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = settings.CELERY_TASK_ALWAYS_EAGER
 
 
 @pytest.fixture
@@ -206,7 +197,7 @@ def test_litellm_pages_past_max_pages_are_refused(acme, monkeypatch):
 
 
 def test_poll_now_on_a_bad_answer_redirects_and_shows_the_error(
-    provider, staff_client, eager, django_capture_on_commit_callbacks
+    provider, staff_client, eager_celery, django_capture_on_commit_callbacks
 ):
     provider.mangle = on_page_2(lambda body: {**body, "next_page": ["page-3"]})
     with django_capture_on_commit_callbacks(execute=True):

@@ -8,7 +8,6 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from apps.billing.models import ImportRun
-from costsite.celery import app
 
 from .conftest import focus_line, write_focus
 
@@ -128,13 +127,6 @@ def test_the_plain_output_is_one_readable_line(acme, two_months):
         f"succeeded  {two_months}: account 111111111111, 2025-01, 2 rows, 2 line items, "
         "spend EUR 2.50, USD 10.000000000001, billed EUR 2.50, USD 11.00 ("
     )
-
-
-@pytest.fixture
-def eager_celery():
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 def test_async_queues_the_run_for_a_worker(

@@ -17,7 +17,6 @@ from apps.billing.services_model_api_keys import (
     key_mapping_update,
 )
 from apps.projects.ports import ownership_changed
-from costsite.celery import app
 from tests.factories import MembershipFactory, StaffFactory, UserFactory
 
 from .conftest import run_import
@@ -34,13 +33,6 @@ def untagged_rows():
     for row in rows:
         row["request_tags"] = "[]"
     return rows
-
-
-@pytest.fixture
-def eager_celery():
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 @pytest.fixture

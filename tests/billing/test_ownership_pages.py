@@ -13,7 +13,6 @@ from apps.billing.models import AttributionRun
 from apps.billing.services import attribution_refresh, attribution_schedule
 from apps.projects.ports import Port
 from apps.spend.selectors import spend_totals
-from costsite.celery import app
 
 from .conftest import focus_line, run_import, write_focus
 
@@ -46,13 +45,6 @@ def history(acme, tmp_path):
     )
     assert run.status == "succeeded"
     return acme
-
-
-@pytest.fixture
-def eager_celery():
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 @pytest.fixture

@@ -5,25 +5,16 @@ from datetime import date, timedelta
 
 import pytest
 import time_machine
-from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from apps.billing import services_sources
 from apps.billing.models import BillingSource, SourcePoll
-from costsite.celery import app as celery_app
 
 from .test_sources import NOW, execute, folder_source, january
 
 pytestmark = pytest.mark.django_db(databases=["default", "progress"])
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = settings.CELERY_TASK_ALWAYS_EAGER
 
 
 @pytest.fixture
@@ -128,7 +119,7 @@ def test_the_detail_shows_polls_and_deliveries_with_their_totals(source, staff_c
 
 
 def test_pause_poll_now_and_rerun_from_the_pages(
-    source, staff_client, eager, django_capture_on_commit_callbacks
+    source, staff_client, eager_celery, django_capture_on_commit_callbacks
 ):
     staff_client.post(reverse("billing_source_pause", args=[source.pk]))
     source.refresh_from_db()

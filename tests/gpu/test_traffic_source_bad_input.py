@@ -8,7 +8,6 @@ import json
 
 import pytest
 import time_machine
-from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -24,15 +23,6 @@ from tests.gpu.test_traffic_source import QUERY, route
 pytestmark = pytest.mark.django_db
 
 BAD_URLS = ["http://[::1", "http://[prometheus]:9090"]
-
-
-@pytest.fixture
-def eager():
-    from costsite.celery import app as celery_app
-
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = settings.CELERY_TASK_ALWAYS_EAGER
 
 
 @pytest.fixture
@@ -89,7 +79,7 @@ def wrong_shape(path: str, query: dict) -> tuple[int, str, str]:
     ids=["wrong-shape", "not-http"],
 )
 def test_poll_now_on_a_bad_answer_redirects_and_shows_the_source_unhealthy(
-    lead_client, deployment, eager, django_capture_on_commit_callbacks, server, problem
+    lead_client, deployment, eager_celery, django_capture_on_commit_callbacks, server, problem
 ):
     with server() as prometheus:
         prometheus.not_http = problem.startswith("answered a broken")

@@ -4,7 +4,6 @@ test_traffic_source.py); members, outsiders and leads of other teams get 404."""
 
 import pytest
 import time_machine
-from django.conf import settings
 from django.urls import reverse
 
 from apps.deployments.models import TrafficHour
@@ -14,16 +13,6 @@ from tests.gpu.servers import LoopbackServer
 from tests.gpu.test_traffic_source import QUERY, at, failing, hours_of, route
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def eager():
-    """Poll now's task run in the request's process (no worker), as the GPU pages' tests do."""
-    from costsite.celery import app as celery_app
-
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = settings.CELERY_TASK_ALWAYS_EAGER
 
 
 @pytest.fixture
@@ -82,7 +71,7 @@ def test_bad_settings_are_refused_beside_their_fields(lead_client, deployment):
 
 @time_machine.travel("2025-03-01T03:20:00Z", tick=False)
 def test_poll_now_writes_the_whole_hours_and_the_page_shows_the_poll(
-    lead_client, deployment, eager, django_capture_on_commit_callbacks
+    lead_client, deployment, eager_celery, django_capture_on_commit_callbacks
 ):
     with LoopbackServer(route) as server:
         source = TrafficSource.objects.create(
@@ -110,7 +99,7 @@ def test_poll_now_writes_the_whole_hours_and_the_page_shows_the_poll(
 
 @time_machine.travel("2025-03-01T03:20:00Z", tick=False)
 def test_a_failing_poll_shows_unhealthy_with_its_error(
-    lead_client, deployment, eager, django_capture_on_commit_callbacks
+    lead_client, deployment, eager_celery, django_capture_on_commit_callbacks
 ):
     with LoopbackServer(failing) as server:
         source = TrafficSource.objects.create(

@@ -28,7 +28,6 @@ from apps.insights.services import (
     findings_recompute,
 )
 from apps.projects.ports import spend_data_changed
-from costsite.celery import app
 
 from .conftest import at, line
 
@@ -185,13 +184,6 @@ def test_resolving_without_a_note_is_refused(bill, lead):
     findings_recompute()
     with pytest.raises(WorkflowError, match="^Say how it was resolved.$"):
         finding_resolve(finding=idle("i-a"), by=lead, note="  ")
-
-
-@pytest.fixture
-def eager_celery():
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 def test_announcing_spend_data_changed_enqueues_the_period_on_commit(

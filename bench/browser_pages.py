@@ -1,31 +1,39 @@
 """Browser benchmark: time from navigation start to the first Plotly chart drawn, in Chromium
 driven by Playwright, against the dashboard under gunicorn (DEBUG off, collected static files
-served by WhiteNoise with its far-future cache headers) on a copy of the benchmark organisation.
+served by WhiteNoise with its far-future cache headers), as staff and as a team lead.
 
     createdb -h 127.0.0.1 -U postgres -T costsite_bench cs_browser   # logins write sessions
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/cs_browser python bench/browser_pages.py
     dropdb -h 127.0.0.1 -U postgres cs_browser
 
-Debian's chromium (`apt-get install -y chromium`), headless. Logged in through the login form
-as the organisation's staff user and as a team lead; for each of the overview, a project page,
-the waste page, the GPU fleet page and the storage page, `--runs` (3) times:
+or on the demo organisation (`manage.py seed_demo` into a PostgreSQL database of its own), where
+the server's time is small and the browser's share is what is left:
+
+    ... python bench/browser_pages.py --users admin,vision-lead --password costsite-demo
+
+Debian's chromium (`apt-get install -y chromium`), headless. Each user logs in through the login
+form once; for each of the overview, a project page of theirs, the waste page, the GPU fleet
+page and the storage page, `--runs` (3) times, interleaved:
 
 - cold: a new browser context (empty HTTP cache) opens the page;
-- warm: a new tab of the same context opens it again, twice (the second visit is the steady
-  state: static files from the HTTP cache with no request at all, and V8's code cache, which
-  Chromium writes on the second load of a script, used); both are recorded, the second reported;
+- warm: new tabs of the same context open it twice more; the third visit is reported (static
+  files from the HTTP cache without a request, and V8's code cache, which Chromium writes on a
+  script's second load, in use);
 - the same page with the chart scripts left out (Plotly and charts.js blocked through the
   DevTools protocol, which keeps the HTTP cache, unlike Playwright's request routing): its
-  DOMContentLoaded, cold and warm, as above: the issue's limit (first chart <= 1.5x it);
+  DOMContentLoaded, cold and warm: the issue's limit (the first chart within 1.5x it);
 - the trivial login-required view of bench/load_site.py ("ok"): its load event, cold and warm.
 
-Per page, in ms from navigation start (the page's own clock, performance.now()): the first chart
-drawn (charts.js marks a chart `data-drawn` right after Plotly has drawn it; recorded by a
-MutationObserver and taken after the next frame), DOMContentLoaded, and the server's time to
-the first byte; the bytes of JS and CSS transferred (Resource Timing's transferSize: 0 for a
-file served from the cache), cold and warm. Medians and worst of the runs. The load average of
-the machine before and after is reported (it is shared: the ratios are the figures that count).
-Results go to `--out` (bench/out/browser/): report.md and results.json.
+Per visit, in ms from navigation start (performance.now() of the page): the first chart drawn
+(charts.js marks a chart `data-drawn` once Plotly has drawn it; a MutationObserver notes it, and
+the figure is the start of the frame that paints it), DOMContentLoaded, the first byte, when the
+Plotly bundle had run and each Plotly.react call (results.json); the JS and CSS transferred
+(Resource Timing's transferSize: 0 for a file from the cache). Reported from navigation start and
+after the first byte (the browser's share), medians and worst of the runs, each ratio taken
+within a run. `--baseline-static DIR` serves another tree's collected static files from a second
+gunicorn and measures both in the same runs (an A/B of the front end on a shared machine). The
+load average before and after is reported. Results: `--out` (bench/out/browser/), report.md and
+results.json.
 """
 
 import argparse
@@ -46,10 +54,9 @@ os.environ["DJANGO_DEBUG"] = "false"
 
 from bench.load import free_port, serve  # noqa: E402
 
-PASSWORD = "bench-password"  # bench/attribution_org.py's
 CHART_SCRIPTS = ["*plotly-basic*.js", "*/costsite/charts*.js"]
 # Installed before any script of the page: when the first chart is marked drawn, the time
-# (performance.now(), from navigation start) and, after the next frame, the time it is painted.
+# (performance.now(), from navigation start) and the time the frame that paints it starts.
 TIMING_SCRIPT = """
 (() => {
   window.__bench = {};
@@ -57,10 +64,28 @@ TIMING_SCRIPT = """
   const seen = () => {
     if (window.__bench.chart !== undefined || !document.querySelector(SELECTOR)) return false;
     window.__bench.chart = performance.now();
-    const painted = () => { window.__bench.painted = performance.now(); };
-    requestAnimationFrame(() => setTimeout(painted, 0));
+    // The frame that paints it: its animation-frame callback's time (a timeout queued there
+    // would run after whatever else the page queued, such as the next chart's draw).
+    requestAnimationFrame(() => { window.__bench.painted = performance.now(); });
     return true;
   };
+  // When the Plotly bundle has run (its last act is to set window.Plotly), and each draw.
+  let plotly;
+  Object.defineProperty(window, "Plotly", {
+    configurable: true,
+    get: () => plotly,
+    set: (value) => {
+      window.__bench.plotly = performance.now();
+      const react = value.react;
+      value.react = function () {
+        const started = performance.now();
+        const result = react.apply(this, arguments);
+        (window.__bench.draws = window.__bench.draws || []).push([started, performance.now()]);
+        return result;
+      };
+      plotly = value;
+    },
+  });
   new MutationObserver((_, observer) => { if (seen()) observer.disconnect(); })
     .observe(document, {subtree: true, childList: true, attributes: true,
                         attributeFilter: ["data-drawn"]});
@@ -79,6 +104,10 @@ MEASURE = """
     dcl: nav.domContentLoadedEventStart,
     load: nav.loadEventStart,
     chart: window.__bench ? window.__bench.chart : undefined,
+    plotly_ready: window.__bench ? window.__bench.plotly : undefined,
+    draws: window.__bench ? window.__bench.draws : undefined,
+    plotly_loaded: (performance.getEntriesByType("resource")
+      .find(r => r.name.includes("plotly-basic")) || {}).responseEnd,
     painted: window.__bench ? window.__bench.painted : undefined,
     static_transferred: files.reduce((sum, r) => sum + r.transferSize, 0),
     static_files: files.length,
@@ -116,13 +145,13 @@ def pages_of(username: str) -> dict[str, str]:
     }
 
 
-def login(browser, base: str, username: str) -> dict:
+def login(browser, base: str, username: str, password: str) -> dict:
     """The session of a login through the form, as Playwright storage state."""
     context = browser.new_context()
     page = context.new_page()
     page.goto(base + "/login/")
     page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
+    page.fill("input[name=password]", password)
     page.click("form button[type=submit], form input[type=submit]")
     page.wait_for_load_state("load")
     if "/login/" in page.url:
@@ -143,10 +172,12 @@ def visit(context, url: str, *, chart: bool, block: bool = False, timeout_s: flo
     response = page.goto(url, wait_until="load", timeout=timeout_s * 1000)
     if response is None or response.status != 200:
         sys.exit(f"{url} answered {response and response.status}")
-    if chart:
-        page.wait_for_function(
-            "() => window.__bench.painted !== undefined", timeout=timeout_s * 1000
-        )
+    if chart:  # polled from here: the strict CSP forbids the eval of wait_for_function
+        deadline = time.monotonic() + timeout_s
+        while page.evaluate("() => window.__bench.painted") is None:
+            if time.monotonic() > deadline:
+                sys.exit(f"{url}: no chart drawn within {timeout_s} s")
+            time.sleep(0.05)
     figures = page.evaluate(MEASURE)
     if block and figures["chart"] is not None:
         sys.exit(f"{url}: a chart was drawn with the chart scripts blocked")
@@ -173,9 +204,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--users", default="bench-staff,bench-lead-0")
+    parser.add_argument(
+        "--password", default="bench-password", help="the users' (bench/attribution_org.py's)"
+    )
     parser.add_argument("--pages", default="", help="comma-separated page names (default all)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per navigation")
+    parser.add_argument(
+        "--baseline-static",
+        type=Path,
+        help="collected static files (with their staticfiles.json) of another tree, served by a "
+        "second gunicorn and measured in the same runs (an A/B of the front end)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "browser")
     args = parser.parse_args()
 
@@ -195,12 +235,23 @@ def main() -> None:
         pages = pages_of(username)
         plan[username] = {n: u for n, u in pages.items() if not wanted or n in wanted}
     load_before = os.getloadavg()
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = serve(port, args.workers, args.out)
-    results = {}
+    # The variants served side by side, each by its own gunicorn (the same code and database;
+    # only the collected static files differ), measured in turn within each run.
+    variants = {"this tree": args.out}
+    if args.baseline_static is not None:
+        baseline = args.out / "baseline"
+        baseline.mkdir(exist_ok=True)
+        if not (baseline / "static").exists():
+            (baseline / "static").symlink_to(args.baseline_static.resolve())
+        variants["baseline"] = baseline
+    servers, bases = [], {}
+    results = {variant: {} for variant in variants}
     started = time.monotonic()
     try:
+        for variant, out in variants.items():
+            port = free_port()
+            servers.append(serve(port, args.workers, out))
+            bases[variant] = f"http://127.0.0.1:{port}"
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=chromium,
@@ -208,47 +259,49 @@ def main() -> None:
                 args=["--no-sandbox", "--disable-background-networking"],
             )
             for username in users:
-                state = login(browser, base, username)
-                results[username] = {}
-                # Runs interleaved: each run measures every page, then the next run.
+                # One login: the session cookie is the host's (127.0.0.1), whatever the port.
+                state = login(browser, bases["this tree"], username, args.password)
+                # Runs interleaved: each run measures every page of every variant in turn.
                 for run in range(args.runs):
-                    trivial = measure(
-                        browser,
-                        state,
-                        base + "/bench/trivial/",
-                        chart=False,
-                        block=False,
-                        timeout_s=args.timeout,
-                    )
-                    results[username].setdefault("trivial", []).append(trivial)
-                    for name, path in plan[username].items():
-                        with_charts = measure(
-                            browser, state, base + path, chart=True, block=False,
+                    for variant, base in bases.items():
+                        mine = results[variant].setdefault(username, {})
+                        trivial = measure(
+                            browser, state, base + "/bench/trivial/", chart=False, block=False,
                             timeout_s=args.timeout,
                         )  # fmt: skip
-                        without = measure(
-                            browser, state, base + path, chart=False, block=True,
-                            timeout_s=args.timeout,
-                        )  # fmt: skip
-                        entry = results[username].setdefault(name, {"path": path, "runs": []})
-                        entry["runs"].append({"charts": with_charts, "no_charts": without})
-                        print(
-                            f"{username} run {run + 1} {name}: first chart "
-                            f"{with_charts[0]['painted']:.0f} cold / "
-                            f"{with_charts[2]['painted']:.0f} warm ms",
-                            flush=True,
-                        )
+                        mine.setdefault("trivial", []).append(trivial)
+                        for name, path in plan[username].items():
+                            with_charts = measure(
+                                browser, state, base + path, chart=True, block=False,
+                                timeout_s=args.timeout,
+                            )  # fmt: skip
+                            without = measure(
+                                browser, state, base + path, chart=False, block=True,
+                                timeout_s=args.timeout,
+                            )  # fmt: skip
+                            entry = mine.setdefault(name, {"path": path, "runs": []})
+                            entry["runs"].append({"charts": with_charts, "no_charts": without})
+                            print(
+                                f"{variant}: {username} run {run + 1} {name}: first chart "
+                                f"{with_charts[0]['painted']:.0f} cold / "
+                                f"{with_charts[2]['painted']:.0f} warm ms",
+                                flush=True,
+                            )
             browser.close()
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except Exception:
-            server.kill()
+        for server in servers:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except Exception:
+                server.kill()
     load_after = os.getloadavg()
-    lines = report(results, users, plan, args.runs)
+    lines = []
+    for variant in variants:
+        if len(variants) > 1:
+            lines += [f"## {variant}", ""]
+        lines += report(results[variant], users, plan, args.runs) + [""]
     lines += [
-        "",
         f"Load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
         f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} "
         f"(2 cores, shared); {time.monotonic() - started:.0f} s; gunicorn --workers "

@@ -447,7 +447,7 @@ class StorageFacts:
     def wording(self, key: str) -> Wording:
         """The classification of one distinct wording (see `_wording_key`)."""
         if key not in self._wordings:
-            cost_kind, provider, service, description, extra_json, unit = key.split("\x1f")
+            cost_kind, provider, service, description, extra_json, unit = key.split(KEY_SEPARATOR)
             try:
                 extra = json.loads(extra_json) if extra_json else {}
             except ValueError:
@@ -461,6 +461,8 @@ class StorageFacts:
             self._wordings[key] = Wording(kind, source or "", destination, unit)
         return self._wordings[key]
 
+
+KEY_SEPARATOR = "\x1f"  # between the parts of a wording's key (`storage_rows`)
 
 STORAGE_KEYS = [
     "delivery_id",
@@ -570,14 +572,21 @@ def storage_rows(lines: pa.Table, facts: StorageFacts) -> pa.Table:
         column("pricing_quantity"),
         quantity,
     )
+    # The parts are joined by the unit separator, which a bill's own text may hold: there it
+    # reads as a space (a wording is still told by its words).
     key = pc.binary_join_element_wise(
-        _text(column("cost_kind")),
-        _text(column("provider_name")),
-        _text(column("service_name")),
-        _text(column("charge_description")),
-        _wording_extra(column("extra")),
-        unit,
-        "\x1f",
+        *(
+            pc.replace_substring(part, KEY_SEPARATOR, " ")
+            for part in (
+                _text(column("cost_kind")),
+                _text(column("provider_name")),
+                _text(column("service_name")),
+                _text(column("charge_description")),
+                _wording_extra(column("extra")),
+                unit,
+            )
+        ),
+        KEY_SEPARATOR,
     )
     encoded = pc.dictionary_encode(key)
     wordings = [facts.wording(value) for value in encoded.dictionary.to_pylist()]
@@ -594,7 +603,7 @@ def storage_rows(lines: pa.Table, facts: StorageFacts) -> pa.Table:
     destination = pc.take(pa.array([w.destination for w in wordings], pa.string()), index)
 
     # Bytes: one whole-number factor per distinct (wording, month) (a month's length varies).
-    provider_of = [value.split("\x1f")[1] for value in encoded.dictionary.to_pylist()]
+    provider_of = [value.split(KEY_SEPARATOR)[1] for value in encoded.dictionary.to_pylist()]
     factors = [unit_factor(w.unit, p) for w, p in zip(wordings, provider_of, strict=True)]
     day = pc.cast(pc.cast(column("charge_period_start"), pa.timestamp("us")), pa.date32())
     month = pc.add(

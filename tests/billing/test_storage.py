@@ -407,3 +407,21 @@ def test_a_gcp_bill_gives_bytes_from_its_base_units_and_ends_from_its_sku(acme, 
     assert (moved.transfer_from, moved.transfer_to) == ("americas", "emea")
     assert moved.moved_bytes == 3 * GIB
     assert moved.project == acme.nlp
+
+
+def test_a_description_holding_the_key_separator_is_classified_not_a_crash(acme, tmp_path):
+    """The rollup keys a line's wording by its parts joined with the unit separator (U+001F); a
+    bill's text that holds one (a service name, as the GCP fuzz found) reads as a space, and the
+    import loads."""
+    lines = [
+        storage_line(
+            ServiceName="Amazon Simple\x1fStorage Service",
+            ConsumedQuantity="31",
+            ConsumedUnit="GB-Mo",
+            EffectiveCost="0.70",
+            BilledCost="0.70",
+        )
+    ]
+    run = run_import(write_focus(tmp_path / "separator.csv", lines))
+    assert run.status == "succeeded", run.error
+    assert rows(usage_class="object")["spend"] == Decimal("0.70")

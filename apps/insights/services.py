@@ -462,24 +462,33 @@ def _kind_store(
     if kind in SAVINGS_ONLY_KINDS:
         for finding in existing.values():
             finding.savings_per_month = {}  # a lever not found again saves nothing
+    # A subject with no finding yet becomes one only if it has something to show (a busy GPU,
+    # or nothing unattributed: no finding); one INSERT per batch, not one per finding.
+    new = [
+        Finding(
+            kind=kind,
+            subject_key=key,
+            resource_id=subject.resource_id,
+            billing_account_id=subject.billing_account_id,
+            service_name=subject.service_name,
+            reason="",
+        )
+        for key, subject in subjects.items()
+        if key not in existing
+        and (
+            subject.savings_per_month
+            or getattr(subject, "savings", None)
+            or any(figure.wasted > 0 for figure in subject.hours.values())
+        )
+    ]
+    for finding in Finding.objects.bulk_create(new, batch_size=500):
+        if finding.pk is None:
+            raise RuntimeError(f"The database did not return the id of new finding {finding}")
+        existing[finding.subject_key] = finding
+        created.append(finding.pk)
     for key, subject in subjects.items():
         if key not in existing:
-            if (
-                not subject.savings_per_month
-                and not getattr(subject, "savings", None)
-                and not any(figure.wasted > 0 for figure in subject.hours.values())
-            ):
-                continue  # a busy GPU, or nothing unattributed: no finding
-            finding = Finding.objects.create(
-                kind=kind,
-                subject_key=key,
-                resource_id=subject.resource_id,
-                billing_account_id=subject.billing_account_id,
-                service_name=subject.service_name,
-                reason="",
-            )
-            existing[key] = finding
-            created.append(finding.pk)
+            continue
         finding = existing[key]
         for hour_key, figure in subject.hours.items():
             # (hour, currency), or (hour, currency, line key) for a subject on several resources
@@ -507,7 +516,9 @@ def _kind_store(
                 }
         elif subject.evidence:
             finding.evidence = dict(subject.evidence)
-    inserted, deleted = _hours_store(kind=kind, rows=rows, start=start, end=end)
+    inserted, deleted = _hours_store(
+        kind=kind, rows=rows, start=start, end=end, stored=bool(loaded)
+    )
     counts = {
         "subjects": len(subjects),
         "created": 0,
@@ -550,14 +561,15 @@ COMPUTED_TABLE = "insights_finding_hours_tmp"
 
 
 def _hours_store(
-    *, kind: str, rows: list[tuple], start: date | None, end: date | None
+    *, kind: str, rows: list[tuple], start: date | None, end: date | None, stored: bool
 ) -> tuple[int, int]:
     """A Python kind's computed hours (rows of HOUR_COLUMNS' values) stored in place of those of
     the period. On PostgreSQL only what changed is written: the rows are COPYed into a temporary
     table and diffed against the stored ones as the SQL kinds do (_hours_diff_write); deleting
     all the kind's hours and COPYing them all again was most of the nightly case's time
     (bench/findings_recompute.py). Elsewhere (SQLite) they are all deleted and written again.
-    Returns (inserted, deleted)."""
+    `stored`: whether the kind had findings before (none: no hour to diff against, the rows are
+    COPYed straight into the table). Returns (inserted, deleted)."""
     if connection.vendor != "postgresql":
         deleted = _old_hours_delete(kind=kind, start=start, end=end)
         FindingHour.objects.bulk_create(
@@ -566,6 +578,12 @@ def _hours_store(
         )
         return len(rows), deleted
     columns = ", ".join(HOUR_COLUMNS)
+    if not stored:
+        sql = f"COPY {FindingHour._meta.db_table} ({columns}) FROM STDIN"
+        with connection.cursor() as cursor, cursor.copy(sql) as copy:
+            for row in rows:
+                copy.write_row(row)
+        return len(rows), 0
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {COMPUTED_TABLE}")
         cursor.execute(

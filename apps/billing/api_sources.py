@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -377,9 +378,10 @@ def pull(source: BillingSource, *, now: datetime) -> Listing:
     first, end = window(source, now=now)
     root = state_dir(source)
     days_dir = root / "days" / report.format
-    staging = root / f".staging-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    # A folder of this pull's own: another poll of the source (a worker's and a "Poll now" at
+    # once, in one process or two) has its own, and neither empties the other's.
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
     writers: dict[date, _DayWriter] = {}
     try:
         params = [*report.params, *_window_params(source.kind, first, end)]
@@ -474,9 +476,10 @@ def _month_write(root: Path, days_dir: Path, report: Report, month: date) -> Non
     if not days:
         target.unlink(missing_ok=True)
         return
-    temporary = root / f".{target.name}.{os.getpid()}.tmp"
+    handle_number, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=root)
+    temporary = Path(name)
     digest = hashlib.sha256()
-    with temporary.open("wb") as out:
+    with os.fdopen(handle_number, "wb") as out:
         for path in days:
             with path.open("rb") as handle:
                 while chunk := handle.read(1 << 20):

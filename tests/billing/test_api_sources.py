@@ -462,3 +462,24 @@ def test_a_bucket_source_takes_saved_api_pages(acme, s3, tmp_path):  # noqa: F81
     assert sorted(run.format for run in runs) == ["anthropic_usage", "openai_costs"]
     assert current_spend()[("openai", JAN)] == {"USD": "3.91"}
     assert ("anthropic", JAN) in current_spend()
+
+
+def test_a_second_pull_while_one_is_under_way_takes_nothing_from_it(acme, monkeypatch):
+    """A worker's poll and a "Poll now" of the same source at once, in one process: each pull
+    stages its days in a folder of its own, so the one that ends first empties only its own."""
+    with FakeProvider("openai") as provider:
+        provider.days = {date(2025, 1, 5): [cost(1.5)], date(2025, 2, 1): [cost(2.0)]}
+        source = api_source(BillingSource.Kind.OPENAI_API, provider.url)
+        add, again = api_sources._DayWriter.add, []
+
+        def add_then_pull_again(writer, item):
+            add(writer, item)
+            if not again:  # the other poll runs whole while this one has a day open
+                again.append(None)
+                again[0] = api_sources.pull(source, now=FEB_3)
+
+        monkeypatch.setattr(api_sources._DayWriter, "add", add_then_pull_again)
+        poll(source, FEB_3)
+    assert [len(listing.files) for listing in again] == [2]
+    assert line_total() == Decimal("3.50")
+    assert not list((api_sources.state_dir(source)).glob(".staging-*"))

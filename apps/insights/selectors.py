@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.http import Http404
@@ -152,7 +153,10 @@ def _counted_once_sql(hours: QuerySet[FindingHour]) -> dict[str, Decimal]:
         .annotate(findings=Count("id"), wasted_sum=Sum("wasted"), spend_cap=Max("spend"))
         .order_by()
     )
-    sql, params = line_hours.query.sql_with_params()
+    try:
+        sql, params = line_hours.query.sql_with_params()
+    except EmptyResultSet:  # findings `pk__in=[]`: no SQL to wrap, and nothing wasted
+        return {}
     with connection.cursor() as cursor:
         cursor.execute(
             f"""SELECT currency, sum(CASE WHEN findings = 1 THEN wasted_sum

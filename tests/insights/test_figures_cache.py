@@ -101,3 +101,12 @@ def test_counted_once_in_sql_equals_the_precedence_walk(bill):
     assert wasted_counted_once(findings=both, start=None, end=None) == {
         "USD": Decimal("5.00") - hour.wasted + Decimal("4.00")
     }
+
+
+def test_counted_once_over_no_finding_is_nothing(bill):
+    """An empty set of findings (`pk__in=[]` compiles to no SQL) counts nothing, as the
+    precedence walk did; it raised EmptyResultSet once summed in SQL."""
+    findings_recompute()
+    assert wasted_counted_once(findings=Finding.objects.none(), start=None, end=None) == {}
+    none = Finding.objects.filter(pk__in=[])
+    assert wasted_counted_once(findings=none, start=None, end=None) == {}

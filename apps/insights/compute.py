@@ -57,6 +57,26 @@ class HourFigure:
     line_key: str = ""  # empty: the subject's line key (a run's hours may span resources)
 
 
+@dataclass(frozen=True)
+class DayPart:
+    """A day's money, spread over its 24 UTC hours when stored: even parts at the stored scale,
+    the remainder on the last hour (the parts add up exactly), one spread per part."""
+
+    spend: Decimal
+    wasted: Decimal
+    owner: tuple  # project, experiment, deployment
+
+
+def day_hours(day: date, part: DayPart) -> list[tuple[datetime, Decimal, Decimal]]:
+    """(hour, spend, wasted) of the day's 24 hours (services spreads the same in SQL)."""
+    spend = (part.spend / 24).quantize(PLACES, rounding=ROUND_DOWN)
+    wasted = (part.wasted / 24).quantize(PLACES, rounding=ROUND_DOWN)
+    start = day_start(day)
+    hours = [(start + HOUR * number, spend, wasted) for number in range(23)]
+    hours.append((start + HOUR * 23, part.spend - spend * 23, part.wasted - wasted * 23))
+    return hours
+
+
 @dataclass
 class SubjectHours:
     """One subject's hours: (hour, currency) -> figures, and what names the subject."""
@@ -66,6 +86,10 @@ class SubjectHours:
     billing_account_id: str = ""
     service_name: str = ""
     hours: dict[tuple, HourFigure] = field(default_factory=dict)  # (hour, currency, ...)
+    # Whole UTC days to spread over their 24 hours where the hours are stored (the storage kinds,
+    # which read a daily rollup): (day, currency, line key) -> [DayPart, ...]. A subject has
+    # hours or days, not both.
+    days: dict[tuple, list["DayPart"]] = field(default_factory=dict)
     gpus: int = 0
     # Kinds that say their own figures (part 3): None takes them from the hours.
     savings_per_month: dict[str, Decimal] | None = None

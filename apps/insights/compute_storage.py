@@ -33,7 +33,7 @@ kinds' hours of the same bucket (its line key: the resource id).
 
 from collections import defaultdict
 from datetime import date, timedelta
-from decimal import ROUND_DOWN, Decimal
+from decimal import Decimal
 
 from django.db.models import Q, Sum
 
@@ -43,7 +43,7 @@ from apps.experiments.models import Experiment
 from apps.spend.selectors import data_as_of
 from apps.spend.templatetags.storage_units import binary_bytes_text
 
-from .compute import HOUR, PLACES, HourFigure, SubjectHours, day_start
+from .compute import PLACES, DayPart, SubjectHours, day_start
 from .compute_part3 import provider_key, run_key
 from .models import InsightsSettings, Kind, StorageEgressPrice
 
@@ -149,22 +149,13 @@ def _spread_day(
     owner: tuple,
     window: tuple[date | None, date | None],
 ) -> None:
-    """The day's spend and wasted over its 24 hours: even parts at the stored scale, the
-    remainder on the last hour (the parts add up exactly). Days outside the window are left."""
+    """The day's spend and wasted, to be spread over its 24 hours where they are stored
+    (compute.day_hours: on PostgreSQL in SQL, a million hours not made one by one in Python).
+    Days outside the window are left."""
     low, high = window
     if (low is not None and day < low) or (high is not None and day >= high):
         return
-    spend_part = (spend / 24).quantize(PLACES, rounding=ROUND_DOWN)
-    wasted_part = (wasted / 24).quantize(PLACES, rounding=ROUND_DOWN)
-    start = day_start(day)
-    for number in range(24):
-        last = number == 23
-        key = (start + HOUR * number, currency, line_key)
-        figure = subject.hours.get(key)
-        if figure is None:
-            figure = subject.hours[key] = HourFigure(currency, line_key=line_key, owner=owner)
-        figure.spend += spend - spend_part * 23 if last else spend_part
-        figure.wasted += wasted - wasted_part * 23 if last else wasted_part
+    subject.days.setdefault((day, currency, line_key), []).append(DayPart(spend, wasted, owner))
 
 
 def _days_evidence(series: Series, wasted: dict[date, Decimal], currency: str) -> list[list]:

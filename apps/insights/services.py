@@ -13,6 +13,7 @@ from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
 from apps.accounts.models import Organization
+from apps.billing.services import line_period_index_summarise
 
 from . import (
     compute,
@@ -258,8 +259,12 @@ def _execute(run: RecomputeRun, holder: str) -> None:
     if connection.vendor == "postgresql" and not connection.in_atomic_block:
         alias = "progress"
     try:
+        # Before the recompute's transaction: the summarising holds a lock on the line table
+        # until its transaction ends, and would otherwise hold it for the whole recompute.
+        line_period_index_summarise()
         # The lever kinds share one read of their period (compute_levers.facts_shared).
         with transaction.atomic(), compute_levers.facts_shared():
+            _planner_settings()
             summary = _recompute(
                 start=run.start, end=run.end, beat=lambda: _beat(holder, run, alias)
             )
@@ -275,6 +280,19 @@ def _execute(run: RecomputeRun, holder: str) -> None:
     RecomputeRun.objects.filter(pk=run.pk).update(
         status=RecomputeRun.Status.SUCCEEDED, summary=summary, finished_at=timezone.now()
     )
+
+
+def _planner_settings() -> None:
+    """For the recompute's transaction only (PostgreSQL). No JIT: the kinds' statements are
+    compiled once each and run once, and compiling them cost 0.5-1.2 s apiece at 10M lines, more
+    than it saved. random_page_cost as for pages read from memory: the period reads of the line
+    table then take its BRIN index of charge periods (a month's lines read, not the whole
+    table), which the default cost of 4 for a random page keeps the planner from choosing."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        cursor.execute("SET LOCAL random_page_cost = 1.1")
 
 
 def _recompute(*, start: date | None, end: date | None, beat) -> dict:
@@ -464,6 +482,8 @@ def _kind_store(
 
     created = []
     rows = []
+    day_rows = []  # where the hours are stored in SQL (PostgreSQL): the days to spread
+    spread_days_here = connection.vendor != "postgresql"
     if kind in SAVINGS_ONLY_KINDS:
         for finding in existing.values():
             finding.savings_per_month = {}  # a lever not found again saves nothing
@@ -484,6 +504,7 @@ def _kind_store(
             subject.savings_per_month
             or getattr(subject, "savings", None)
             or any(figure.wasted > 0 for figure in subject.hours.values())
+            or _days_waste(subject)
         )
     ]
     for finding in Finding.objects.bulk_create(new, batch_size=500):
@@ -495,6 +516,18 @@ def _kind_store(
         if key not in existing:
             continue
         finding = existing[key]
+        if subject.days and subject.hours:
+            raise ValueError(f"{kind} {key}: a subject has hours or days, not both")
+        for (day, currency, line_key), parts in subject.days.items():
+            # A day of several parts (rare) is spread here: each part on its own, then added.
+            if spread_days_here or len(parts) > 1:
+                rows.extend(_day_rows(finding.pk, day, currency, line_key, parts))
+                continue
+            (part,) = parts
+            day_rows.append(
+                (finding.pk, line_key, compute.day_start(day), currency, part.spend, part.wasted,
+                 *part.owner)
+            )  # fmt: skip
         for hour_key, figure in subject.hours.items():
             # (hour, currency), or (hour, currency, line key) for a subject on several resources
             hour, currency = hour_key[0], hour_key[1]
@@ -522,7 +555,7 @@ def _kind_store(
         elif subject.evidence:
             finding.evidence = dict(subject.evidence)
     inserted, deleted = _hours_store(
-        kind=kind, rows=rows, start=start, end=end, stored=bool(loaded)
+        kind=kind, rows=rows, day_rows=day_rows, start=start, end=end, stored=bool(loaded)
     )
     counts = {
         "subjects": len(subjects),
@@ -563,10 +596,91 @@ HOUR_COLUMNS = (
 
 
 COMPUTED_TABLE = "insights_finding_hours_tmp"
+DAYS_TABLE = "insights_finding_days_tmp"
+DAY_COLUMNS = (
+    "finding_id",
+    "line_key",
+    "day",
+    "currency",
+    "spend",
+    "wasted",
+    "project_id",
+    "experiment_id",
+    "deployment_id",
+)
+
+
+def _days_waste(subject: compute.SubjectHours) -> bool:
+    """Whether some hour of the subject's days is wasted (as its hours would say)."""
+    for (day, _currency, _line_key), parts in subject.days.items():
+        if len(parts) == 1:
+            if parts[0].wasted > 0:  # then its last hour is, and no hour of it otherwise
+                return True
+        elif any(row[4] > 0 for row in _day_rows(0, day, "", "", parts)):
+            return True
+    return False
+
+
+def _day_rows(finding_id: int, day: date, currency: str, line_key: str, parts: list) -> list:
+    """A day's parts as the rows of its 24 hours (HOUR_COLUMNS), each part spread on its own
+    and the parts of an hour added up; the owner is the first part's."""
+    spend: dict[datetime, Decimal] = defaultdict(Decimal)
+    wasted: dict[datetime, Decimal] = defaultdict(Decimal)
+    for part in parts:
+        for hour, spend_part, wasted_part in compute.day_hours(day, part):
+            spend[hour] += spend_part
+            wasted[hour] += wasted_part
+    return [
+        (finding_id, line_key, hour, currency, _exact(wasted[hour]), _exact(spend[hour]), True,
+         None, *parts[0].owner)
+        for hour in spend
+    ]  # fmt: skip
+
+
+def _days_spread_sql(cursor, day_rows: list[tuple]) -> None:
+    """Days of one part each (DAY_COLUMNS) spread over their hours into COMPUTED_TABLE, as
+    _day_rows does: even parts truncated at the stored scale (whole numbers of its smallest
+    unit, as compute._spread_sql), the remainder on the last hour."""
+    cursor.execute(f"DROP TABLE IF EXISTS {DAYS_TABLE}")
+    cursor.execute(
+        f"""CREATE TEMPORARY TABLE {DAYS_TABLE} (
+            finding_id bigint, line_key varchar(1500), day timestamptz, currency varchar(10),
+            spend numeric(38, 15), wasted numeric(38, 15), project_id bigint,
+            experiment_id bigint, deployment_id bigint)"""
+    )
+    with cursor.copy(f"COPY {DAYS_TABLE} ({', '.join(DAY_COLUMNS)}) FROM STDIN") as copy:
+        for row in day_rows:
+            copy.write_row(row)
+    scale = compute.SCALE
+    cursor.execute(
+        f"""
+        INSERT INTO {COMPUTED_TABLE} ({", ".join(HOUR_COLUMNS)})
+        SELECT days.finding_id, days.line_key, days.day + k * interval '1 hour', days.currency,
+               CASE WHEN k = 23 THEN days.wasted - 23 * days.wasted_part
+                    ELSE days.wasted_part END,
+               CASE WHEN k = 23 THEN days.spend - 23 * days.spend_part
+                    ELSE days.spend_part END,
+               TRUE, NULL, days.project_id, days.experiment_id, days.deployment_id
+        FROM (
+            SELECT *, div(spend * 1e{scale}, 24) * 1e-{scale} AS spend_part,
+                   div(wasted * 1e{scale}, 24) * 1e-{scale} AS wasted_part
+            FROM {DAYS_TABLE}
+            OFFSET 0
+        ) AS days
+        CROSS JOIN generate_series(0, 23) AS k
+        """
+    )
+    cursor.execute(f"DROP TABLE {DAYS_TABLE}")
 
 
 def _hours_store(
-    *, kind: str, rows: list[tuple], start: date | None, end: date | None, stored: bool
+    *,
+    kind: str,
+    rows: list[tuple],
+    day_rows: list[tuple] = (),
+    start: date | None,
+    end: date | None,
+    stored: bool,
 ) -> tuple[int, int]:
     """A Python kind's computed hours (rows of HOUR_COLUMNS' values) stored in place of those of
     the period. On PostgreSQL only what changed is written: the rows are COPYed into a temporary
@@ -583,7 +697,7 @@ def _hours_store(
         )
         return len(rows), deleted
     columns = ", ".join(HOUR_COLUMNS)
-    if not stored:
+    if not stored and not day_rows:
         sql = f"COPY {FindingHour._meta.db_table} ({columns}) FROM STDIN"
         with connection.cursor() as cursor, cursor.copy(sql) as copy:
             for row in rows:
@@ -598,10 +712,19 @@ def _hours_store(
         with cursor.copy(f"COPY {COMPUTED_TABLE} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
-        cursor.execute(f"ANALYZE {COMPUTED_TABLE}")
-        result = _hours_diff_write(
-            cursor, kind=kind, computed=COMPUTED_TABLE, computed_params=[], start=start, end=end
-        )
+        if day_rows:
+            _days_spread_sql(cursor, day_rows)
+        if stored:
+            cursor.execute(f"ANALYZE {COMPUTED_TABLE}")
+            result = _hours_diff_write(
+                cursor, kind=kind, computed=COMPUTED_TABLE, computed_params=[], start=start, end=end
+            )
+        else:
+            cursor.execute(
+                f"INSERT INTO {FindingHour._meta.db_table} ({columns})"
+                f" SELECT {columns} FROM {COMPUTED_TABLE}"
+            )
+            result = (cursor.rowcount, 0)
         cursor.execute(f"DROP TABLE {COMPUTED_TABLE}")
     return result
 

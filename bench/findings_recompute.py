@@ -89,6 +89,14 @@ def main() -> None:
         seconds, groups = sql_pass()
         times["sql_pass"].append(seconds)
         Finding.objects.all().delete()
+        # An organisation with no finding yet has an empty table of finding-hours, not one of
+        # 2.4M deleted rows a round (autovacuum, off on this machine, would keep them; vacuumed,
+        # their free space scattered the first recompute's writes: 112-122 s against 87-91 s
+        # appended). Outside the timing; every hour was deleted with its finding just above.
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE insights_findinghour")
+            for table in ("insights_findinghour", "insights_finding", "insights_findingevent"):
+                cursor.execute(f"VACUUM ANALYZE {table}")
         connection.close()
         seconds, first = recompute_once()
         times["first"].append(seconds)

@@ -416,10 +416,11 @@ class CostLineItem(models.Model):
       are its deliveries' (Delivery is indexed by account and period).
 
     Two indexes serve the findings recompute, which reads lines in bulk (bench/
-    findings_recompute.py, 10M lines): the runs' lines by experiment (a failed run's whole
-    history: 0.1 s instead of a 2.5 s scan), and on PostgreSQL a BRIN index of the charge
-    periods (migration 0012; a few hundred kB, summarised when the recompute starts), through
-    which the last 30 days' reads of the levers take a month's pages, not the whole table.
+    findings_recompute.py, 10M lines): the runs' lines by experiment (failed runs' whole
+    histories read from their pages, not from a scan of the table), and on PostgreSQL a BRIN
+    index of the charge periods (migration 0012; a few hundred kB, summarised when the
+    recompute starts), through which the last 30 days' reads of the levers take a month's
+    pages, not the whole table.
     """
 
     delivery = models.ForeignKey(

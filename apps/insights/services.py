@@ -314,6 +314,14 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
             kinds[kind] = _kind_store(kind=kind, subjects=hours_of(start=start, end=end), **context)
         kinds[kind]["seconds"] = round(time.perf_counter() - clock, 3)
     summary["kinds"] = kinds
+    written = sum(counts.get("hours_written", 0) + counts.get("hours_deleted", 0)
+                  for counts in kinds.values())  # fmt: skip
+    if on_postgresql and written > ANALYZE_AFTER_HOURS:
+        # The next recompute's diffs and the pages plan by these statistics; autovacuum may
+        # be off or behind, and a first recompute's 2.4M hours read as an empty table made the
+        # next one's anti-joins loop (bench/findings_recompute.py: 113 s against 75).
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {FindingHour._meta.db_table}")
     summary["findings"] = {
         status: Finding.objects.filter(status=status).count() for status in Status.values
     }
@@ -620,6 +628,7 @@ HOUR_COLUMNS = (
 
 
 COMPUTED_TABLE = "insights_finding_hours_tmp"
+ANALYZE_AFTER_HOURS = 10_000  # hours written or deleted by a recompute that renew the statistics
 DAYS_TABLE = "insights_finding_days_tmp"
 DAY_COLUMNS = (
     "finding_id",

@@ -90,9 +90,9 @@ def main() -> None:
         times["sql_pass"].append(seconds)
         Finding.objects.all().delete()
         # An organisation with no finding yet has an empty table of finding-hours, not one of
-        # 2.4M deleted rows a round (autovacuum, off on this machine, would keep them; vacuumed,
-        # their free space scattered the first recompute's writes: 112-122 s against 87-91 s
-        # appended). Outside the timing; every hour was deleted with its finding just above.
+        # 2.4M rows deleted a round: autovacuum is off on this machine, and without this each
+        # round read the dead rows of every round before it. Outside the timing; every hour was
+        # deleted with its finding just above.
         with connection.cursor() as cursor:
             cursor.execute("TRUNCATE insights_findinghour")
             for table in ("insights_findinghour", "insights_finding", "insights_findingevent"):

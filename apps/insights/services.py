@@ -710,7 +710,7 @@ def _hours_store(
     *,
     kind: str,
     rows: list[tuple],
-    day_rows: list[tuple] = (),
+    day_rows: list[tuple],
     start: date | None,
     end: date | None,
     stored: bool,
@@ -720,8 +720,10 @@ def _hours_store(
     table and diffed against the stored ones as the SQL kinds do (_hours_diff_write); deleting
     all the kind's hours and COPYing them all again was most of the nightly case's time
     (bench/findings_recompute.py). Elsewhere (SQLite) they are all deleted and written again.
-    `stored`: whether the kind had findings before (none: no hour to diff against, the rows are
-    COPYed straight into the table). Returns (inserted, deleted)."""
+    `day_rows`: days of one part each (DAY_COLUMNS), spread over their hours in SQL on the way
+    (_days_spread_sql; none on SQLite, where `rows` has them spread). `stored`: whether the kind
+    had findings before (none: no hour to diff against, the rows are COPYed straight into the
+    table). Returns (inserted, deleted)."""
     if connection.vendor != "postgresql":
         deleted = _old_hours_delete(kind=kind, start=start, end=end)
         FindingHour.objects.bulk_create(
@@ -747,17 +749,11 @@ def _hours_store(
                 copy.write_row(row)
         if day_rows:
             _days_spread_sql(cursor, day_rows)
-        if stored:
-            cursor.execute(f"ANALYZE {COMPUTED_TABLE}")
-            result = _hours_diff_write(
-                cursor, kind=kind, computed=COMPUTED_TABLE, computed_params=[], start=start, end=end
-            )
-        else:
-            cursor.execute(
-                f"INSERT INTO {FindingHour._meta.db_table} ({columns})"
-                f" SELECT {columns} FROM {COMPUTED_TABLE}"
-            )
-            result = (cursor.rowcount, 0)
+        cursor.execute(f"ANALYZE {COMPUTED_TABLE}")
+        # With nothing stored, this is a plain INSERT of the computed hours.
+        result = _hours_diff_write(
+            cursor, kind=kind, computed=COMPUTED_TABLE, computed_params=[], start=start, end=end
+        )
         cursor.execute(f"DROP TABLE {COMPUTED_TABLE}")
     return result
 

@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-# Named in apps.insights.services (summarised when a recompute starts).
+# apps.billing.services.LINE_PERIOD_BRIN (summarised when a findings recompute starts).
 BRIN_NAME = "lineitem_charge_period_brin"
 
 

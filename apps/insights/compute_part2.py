@@ -25,7 +25,7 @@ from apps.gpu.models import GpuHour
 from apps.gpu.selectors import gpu_resolutions
 from apps.projects.models import Workload
 
-from .compute import HourFigure, SubjectHours, day_start, tail
+from .compute import HourFigure, SubjectHours, day_start, gpu_lines, tail
 from .models import (
     Finding,
     FindingHour,
@@ -89,7 +89,7 @@ def _line_hours(
     grouped in SQL by key, charge period, currency and owner (as compute.py groups them).
     `skip(key, start, end)` true: a grouped line none of whose hours matters, not spread."""
     low, high = window
-    lines = CostLineItem.objects.filter(condition, cost_kind=CostKind.GPU_COMPUTE)
+    lines = gpu_lines(window).filter(condition)
     if low is not None:
         lines = lines.filter(charge_period_end__gt=low)
     if high is not None:

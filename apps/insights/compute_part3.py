@@ -20,18 +20,22 @@ from decimal import ROUND_DOWN, Decimal
 from django.db.models import DurationField, ExpressionWrapper, F, Q, Sum
 from django.db.models.functions import TruncDay
 
-from apps.billing.models import CostKind, CostLineItem
+from apps.billing.models import CUR_UNUSED_LINE_TYPES, CostKind, CostLineItem
 from apps.experiments.models import Experiment, MetricPoint
 from apps.spend.selectors import data_as_of
 
 from .compute import (
-    CUR_UNUSED_LINE_TYPES,
+    HOURS_TABLE,
     PLACES,
     HourFigure,
     SubjectHours,
+    _hourly_sql,
     _hours_of,
     _lines,
+    _owner_rank,
+    _spread_sql,
     _window,
+    run_lines_table,
 )
 from .models import GpuInstancePrice, InsightsSettings, Kind
 
@@ -50,8 +54,11 @@ TAG_CHECKPOINT = "checkpoint_interval_hours"
 EVIDENCE_POINTS = 400  # a loss curve drawn with at most this many points
 
 
+RUN_KEY_PREFIX = "run:"
+
+
 def run_key(experiment_id: int) -> str:
-    return f"run:{experiment_id}"
+    return f"{RUN_KEY_PREFIX}{experiment_id}"
 
 
 def _line_key(row: dict) -> str:
@@ -87,7 +94,9 @@ def _spread(
             figure = subject.hours[key] = HourFigure(row["billing_currency"], line_key=line_key)
         figure.spend += per_hour
         figure.wasted += per_hour
-        if figure.owner_spend is None or per_hour > figure.owner_spend:
+        if figure.owner_spend is None or _owner_rank(per_hour, owner) < _owner_rank(
+            figure.owner_spend, figure.owner
+        ):
             figure.owner, figure.owner_spend = owner, per_hour
     return total
 
@@ -144,6 +153,52 @@ def failed_run_hours(*, start: date | None, end: date | None) -> dict[str, Subje
         run = runs[subject.owner[1]]
         subject.evidence = _run_evidence(run)
     return subjects
+
+
+def failed_run_sql(cursor, *, start: date | None, end: date | None) -> dict[str, dict]:
+    """failed_run_hours into HOURS_TABLE: per run (its subject_key) and line key, every hour of
+    its lines, all wasted; the run's resource is the one most of its money went to over its
+    whole life (ties to the greatest id, as in Python). Returns each failed run's evidence."""
+    runs = Experiment.objects.filter(status=Experiment.Status.FAILED).in_bulk()
+    if not runs:
+        return {}
+    ids = sorted(runs)
+    table = run_lines_table(ids)
+    spread, params = _spread_sql(
+        "experiment_id = ANY(%s)",
+        ("resource_id", "billing_account_id", "service_name"),
+        _window(start, end),
+        table=table,
+    )
+    keys = {
+        "subject": f"'{RUN_KEY_PREFIX}' || parts.experiment_id",
+        "line": "CASE WHEN parts.resource_id <> '' THEN parts.resource_id"
+        " ELSE parts.billing_account_id || '/' || parts.service_name END",
+    }
+    cursor.execute(
+        f"""
+        INSERT INTO {HOURS_TABLE} (subject_key, line_key, resource_id, billing_account_id,
+            service_name, hour, currency, wasted, spend, measured, idle_share, project_id,
+            experiment_id, deployment_id)
+        SELECT spent.subject, spent.line, coalesce(main.resource_id, ''), '', '', spent.hour,
+               spent.currency, spent.spend, spent.spend, TRUE, NULL, spent.project_id,
+               spent.experiment_id, spent.deployment_id
+        FROM ({_hourly_sql(spread, keys)}) AS spent
+        LEFT JOIN (
+            SELECT DISTINCT ON (totals.experiment_id)
+                   '{RUN_KEY_PREFIX}' || totals.experiment_id AS subject, totals.resource_id
+            FROM (
+                SELECT experiment_id, resource_id, sum(effective_cost) AS spend
+                FROM {table}
+                WHERE experiment_id = ANY(%s) AND resource_id <> ''
+                GROUP BY 1, 2
+            ) AS totals
+            ORDER BY totals.experiment_id, totals.spend DESC, totals.resource_id COLLATE "C" DESC
+        ) AS main ON main.subject = spent.subject
+        """,
+        [ids, *params, ids],
+    )
+    return {run_key(pk): _run_evidence(run) for pk, run in runs.items()}
 
 
 def _run_evidence(run: Experiment) -> dict:

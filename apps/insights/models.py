@@ -249,6 +249,33 @@ class FindingHour(models.Model):
         return f"{self.finding_id} {self.hour:%Y-%m-%d %H:00}"
 
 
+class RecomputeLine(models.Model):
+    """A line item as a findings recompute reads it on PostgreSQL: the period's GPU-compute lines
+    and lines with no project, copied once at the start into a temporary table of this name
+    (compute.lines_shared), which the kinds reading them query instead of the line table (one
+    scan of it, not one per kind). No table of its own: the temporary one is dropped when the
+    recompute's transaction ends."""
+
+    resource_id = models.CharField(max_length=1000)
+    billing_account_id = models.CharField(max_length=200)
+    service_name = models.CharField(max_length=200)
+    charge_period_start = models.DateTimeField()
+    charge_period_end = models.DateTimeField()
+    billing_currency = models.CharField(max_length=10)
+    effective_cost = models.DecimalField(**MONEY)
+    cost_kind = models.CharField(max_length=20)
+    project_id = models.BigIntegerField(null=True)
+    experiment_id = models.BigIntegerField(null=True)
+    deployment_id = models.BigIntegerField(null=True)
+
+    class Meta:
+        managed = False
+        db_table = "insights_lines_tmp"
+
+    def __str__(self) -> str:
+        return f"{self.resource_id} {self.charge_period_start:%Y-%m-%d %H:%M}"
+
+
 class InsightsSettings(models.Model):
     """The organisation's thresholds for findings (one row, written when first saved: until then
     reads get the defaults in memory, so a page view never writes)."""

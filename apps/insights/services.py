@@ -69,6 +69,7 @@ KIND_HOURS = {
 KIND_SQL = {
     Kind.IDLE_GPU: compute.idle_gpu_sql,
     Kind.UNATTRIBUTED: compute.unattributed_sql,
+    Kind.FAILED_RUN: compute_part3.failed_run_sql,
 }
 
 
@@ -265,9 +266,13 @@ def _execute(run: RecomputeRun, holder: str) -> None:
         # The lever kinds share one read of their period (compute_levers.facts_shared).
         with transaction.atomic(), compute_levers.facts_shared():
             _planner_settings()
-            summary = _recompute(
-                start=run.start, end=run.end, beat=lambda: _beat(holder, run, alias)
-            )
+            # One read of the GPU-compute and unattributed lines for the kinds that read them,
+            # notebook_left_running's reach either side of the period included.
+            reach = timedelta(hours=InsightsSettings.get().notebook_idle_hours)
+            with compute.lines_shared(start=run.start, end=run.end, reach=reach):
+                summary = _recompute(
+                    start=run.start, end=run.end, beat=lambda: _beat(holder, run, alias)
+                )
     except Exception as error:
         logger.exception("Findings recompute #%s failed", run.pk)
         RecomputeRun.objects.filter(pk=run.pk).update(
@@ -350,6 +355,9 @@ def _kind_store_sql(
     """_kind_store in SQL: the kind's hours computed into a temporary table, new findings and
     their hours written with INSERT ... SELECT (nothing per hour passes through Python)."""
     table = Finding._meta.db_table
+    # A row's subject: its line key, unless it names another (a run's subject_key).
+    subject = "coalesce(subject_key, line_key)"
+    subject_of_hour = "coalesce(hours.subject_key, hours.line_key)"
     with connection.cursor() as cursor:
         # For this transaction only: hashes of a million rows in memory, and no JIT
         # (compiling the statements cost more than it saved, bench/findings_recompute.py). The
@@ -369,10 +377,10 @@ def _kind_store_sql(
             INSERT INTO {table} (kind, subject_key, resource_id, billing_account_id,
                 service_name, wasted, savings_per_month, rank_amount, reason, evidence, status,
                 resolution_note, created_at, updated_at)
-            SELECT %s, line_key, min(resource_id), min(billing_account_id), min(service_name),
+            SELECT %s, {subject}, min(resource_id), min(billing_account_id), min(service_name),
                    '{{}}', '{{}}', 0, '', '{{}}', %s, '', %s, %s
             FROM {compute.HOURS_TABLE}
-            GROUP BY line_key
+            GROUP BY {subject}
             HAVING bool_or(wasted > 0)
             ON CONFLICT (kind, subject_key) DO NOTHING
             RETURNING id
@@ -391,7 +399,7 @@ def _kind_store_sql(
             SELECT finding.id AS finding_id, {", ".join(f"hours.{c}" for c in HOUR_COLUMNS[1:])}
             FROM {compute.HOURS_TABLE} AS hours
             JOIN {table} AS finding
-              ON finding.kind = %s AND finding.subject_key = hours.line_key
+              ON finding.kind = %s AND finding.subject_key = {subject_of_hour}
         )"""
         inserted, deleted = _hours_diff_write(
             cursor, kind=kind, computed=computed, computed_params=[kind], start=start, end=end
@@ -399,13 +407,14 @@ def _kind_store_sql(
         cursor.execute(
             f"""SELECT count(*) FROM {compute.HOURS_TABLE} AS hours
                 WHERE EXISTS (SELECT 1 FROM {table} AS finding
-                              WHERE finding.kind = %s AND finding.subject_key = hours.line_key)""",
+                              WHERE finding.kind = %s
+                                AND finding.subject_key = {subject_of_hour})""",
             [kind],
         )
         (written,) = cursor.fetchone()
         # Grouped, not count(DISTINCT ...): a hash of the keys, not a sort of them.
         cursor.execute(
-            f"SELECT count(*) FROM (SELECT line_key FROM {compute.HOURS_TABLE} GROUP BY 1) AS k"
+            f"SELECT count(*) FROM (SELECT {subject} FROM {compute.HOURS_TABLE} GROUP BY 1) AS k"
         )
         (subjects,) = cursor.fetchone()
         cursor.execute(f"DROP TABLE {compute.HOURS_TABLE}")

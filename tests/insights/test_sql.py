@@ -3,6 +3,7 @@ and the same FindingHour rows to the last decimal place, on awkward figures: thi
 seven hours cut by the period, two owners tied in an hour, a second currency, a GPU resolved by
 its instance id's tail, shares that round half to even."""
 
+from contextlib import contextmanager
 from datetime import date
 from decimal import Decimal
 
@@ -12,9 +13,9 @@ from django.db import connection
 from apps.billing.models import CostKind
 from apps.experiments.models import Experiment
 from apps.gpu.models import Gpu
-from apps.insights import services
+from apps.insights import compute, services
 from apps.insights.models import Finding, FindingHour, Kind
-from tests.factories import ExperimentFactory
+from tests.factories import ExperimentFactory, ProjectFactory
 
 from .conftest import gpu_hour, line
 
@@ -112,6 +113,53 @@ def awkward(bill, delivery, project):
         service="Support",
         kind=CostKind.OTHER,
     )
+    # A failed run's whole life (failed_run): 3.00 over 3 hours of its GPU box from 20:30, a
+    # storage line of the box at 21:00 (written first, under a later project) tied with a third
+    # of it, a bucket's 2.00 over two hours, and a support line with no resource in EUR; the
+    # run's resource is the box (4.00 against the bucket's 2.00).
+    crashed = ExperimentFactory(
+        project=project, name="crashed", external_id="crashed-1", status=Experiment.Status.FAILED
+    )
+    line(
+        delivery,
+        "2025-03-11 21:00",
+        "2025-03-11 22:00",
+        "1.00",
+        resource="i-box",
+        project=ProjectFactory(team=project.team, slug="later"),
+        experiment=crashed,
+        kind=CostKind.STORAGE,
+    )
+    line(
+        delivery,
+        "2025-03-11 20:30",
+        "2025-03-11 23:00",
+        "3.00",
+        resource="i-box",
+        project=project,
+        experiment=crashed,
+    )
+    line(
+        delivery,
+        "2025-03-11 23:00",
+        "2025-03-12 01:00",
+        "2.00",
+        resource="bucket-c",
+        project=project,
+        experiment=crashed,
+        kind=CostKind.STORAGE,
+    )
+    line(
+        delivery,
+        "2025-03-11 22:00",
+        "2025-03-11 23:00",
+        "0.50",
+        service="Support",
+        project=project,
+        experiment=crashed,
+        kind=CostKind.OTHER,
+        currency="EUR",
+    )
     for hour in range(9, 18):
         # 3 GPUs of 7 samples, 1, 2 and 2 idle: shares of 5/21, and 1/2 at 17:00 (half to even).
         for gpu, idle in zip(gpus, (1, 2, 2), strict=True):
@@ -166,6 +214,55 @@ def test_sql_and_python_paths_give_the_same_findings_and_hours(awkward, monkeypa
     # The two 2.00 owners tie: the lower experiment id takes the hour.
     tied = Experiment.objects.filter(external_id__in=["resnet-1", "other-1"])
     assert at_five.experiment_id == min(tied.values_list("pk", flat=True))
+
+
+def test_a_failed_runs_hours_in_sql_are_those_of_python(awkward, monkeypatch):
+    by_sql, by_python = _both_paths(monkeypatch)
+    assert by_sql == by_python
+    crashed = Finding.objects.get(kind=Kind.FAILED_RUN)
+    assert (crashed.subject_key, crashed.resource_id) == (
+        f"run:{crashed.experiment_id}",
+        "i-box",
+    )
+    assert crashed.wasted == {"EUR": "0.5", "USD": "6"}
+    hours = {
+        (row.line_key, row.hour.hour): (row.spend, row.project_id)
+        for row in crashed.hours.filter(currency="USD")
+    }
+    # 20:00, 21:00 and 22:00 a third of 3.00 each; 21:00 adds the storage line's 1.00, which
+    # ties with the GPU third: the lower project id owns the hour, whichever line came first.
+    assert hours == {
+        ("i-box", 20): (Decimal("1.000000000000000"), crashed.project_id),
+        ("i-box", 21): (Decimal("2.000000000000000"), crashed.project_id),
+        ("i-box", 22): (Decimal("1.000000000000000"), crashed.project_id),
+        ("bucket-c", 23): (Decimal("1.000000000000000"), crashed.project_id),
+        ("bucket-c", 0): (Decimal("1.000000000000000"), crashed.project_id),
+    }
+    assert list(crashed.hours.filter(currency="EUR").values_list("line_key", "spend")) == [
+        ("111/Support", Decimal("0.500000000000000"))
+    ]
+
+
+def test_the_recompute_s_one_copy_of_the_lines_gives_what_the_line_table_gives(
+    awkward, monkeypatch
+):
+    """compute.lines_shared: the kinds reading GPU-compute, unattributed and failed runs' lines
+    read them from one copy made at the start; without it they read the line table."""
+    for period in ({}, {"start": date(2025, 3, 11), "end": date(2025, 3, 12)}):
+        Finding.objects.all().delete()
+        services.findings_recompute(**period)
+        shared = _snapshot()
+        Finding.objects.all().delete()
+        monkeypatch.setattr(compute, "lines_shared", _no_copy)
+        services.findings_recompute(**period)
+        monkeypatch.undo()
+        assert _snapshot() == shared
+        assert len(shared[1]) > 20
+
+
+@contextmanager
+def _no_copy(**_window):
+    yield
 
 
 def test_sql_and_python_paths_agree_on_a_period_that_cuts_lines(awkward, monkeypatch):

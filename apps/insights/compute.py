@@ -427,22 +427,27 @@ def _spread_sql(
                CASE WHEN parts.k = parts.n - 1 THEN parts.cost - parts.part * (parts.n - 1)
                     ELSE parts.part END AS per_hour
         FROM (
-            SELECT lines.*, lines.first + k * interval '1 hour' AS hour, k,
-                   CASE WHEN lines.n = 1 THEN lines.cost
-                        ELSE div(lines.cost * 1e{SCALE}, lines.n) * 1e-{SCALE} END AS part
+            SELECT spread.*, spread.first + spread.k * interval '1 hour' AS hour,
+                   CASE WHEN spread.n = 1 THEN spread.cost
+                        ELSE div(spread.cost * 1e{SCALE}, spread.n) * 1e-{SCALE} END AS part
             FROM (
-                SELECT {columns}, billing_currency, project_id, experiment_id, deployment_id,
-                       effective_cost AS cost,
-                       date_trunc('hour', charge_period_start, 'UTC') AS first,
-                       greatest(1, ceil(extract(epoch FROM charge_period_end
-                           - date_trunc('hour', charge_period_start, 'UTC')) / 3600))::int AS n
-                FROM {table}
-                WHERE {" AND ".join(where)}
-            ) AS lines
-            -- An hourly line (most of them) needs no series; unnest() is estimated at ten rows
-            -- a line where a generate_series would be at a thousand (and the plan sized so).
-            CROSS JOIN LATERAL unnest(CASE WHEN lines.n = 1 THEN ARRAY[0]
-                ELSE ARRAY(SELECT generate_series(0, lines.n - 1)) END) AS k
+                -- An hourly line (most of them) needs no series; unnest() is estimated at ten
+                -- rows a line where a generate_series would be at a thousand (and the plan
+                -- sized so). In the select list, not a lateral join: that ran a function scan
+                -- per line, twice the time of the whole spread (950,000 lines: 2.1 s, 1.1 s).
+                SELECT lines.*, unnest(CASE WHEN lines.n = 1 THEN ARRAY[0]
+                    ELSE ARRAY(SELECT generate_series(0, lines.n - 1)) END) AS k
+                FROM (
+                    SELECT {columns}, billing_currency, project_id, experiment_id, deployment_id,
+                           effective_cost AS cost,
+                           date_trunc('hour', charge_period_start, 'UTC') AS first,
+                           greatest(1, ceil(extract(epoch FROM charge_period_end
+                               - date_trunc('hour', charge_period_start, 'UTC')) / 3600))::int
+                               AS n
+                    FROM {table}
+                    WHERE {" AND ".join(where)}
+                ) AS lines
+            ) AS spread
         ) AS parts
         WHERE {" AND ".join(hour_where)}
     """

@@ -37,7 +37,7 @@ from .compute import (
     _window,
     run_lines_table,
 )
-from .models import GpuInstancePrice, InsightsSettings, Kind
+from .models import Finding, GpuInstancePrice, InsightsSettings, Kind
 
 LEVER_DAYS = 30
 # A region counts as cheaper only by at least 1% of the price: the catalogue's transcribed prices
@@ -175,16 +175,17 @@ def failed_run_sql(cursor, *, start: date | None, end: date | None) -> dict[str,
         "line": "CASE WHEN parts.resource_id <> '' THEN parts.resource_id"
         " ELSE parts.billing_account_id || '/' || parts.service_name END",
     }
-    cursor.execute(
-        f"""
-        INSERT INTO {HOURS_TABLE} (subject_key, line_key, resource_id, billing_account_id,
-            service_name, hour, currency, wasted, spend, measured, idle_share, project_id,
-            experiment_id, deployment_id)
-        SELECT spent.subject, spent.line, coalesce(main.resource_id, ''), '', '', spent.hour,
-               spent.currency, spent.spend, spent.spend, TRUE, NULL, spent.project_id,
-               spent.experiment_id, spent.deployment_id
-        FROM ({_hourly_sql(spread, keys)}) AS spent
-        LEFT JOIN (
+    # The resource names a new finding only (an existing one keeps its own): read for the runs
+    # with no finding yet, none on the nightly recompute.
+    found = set(
+        Finding.objects.filter(
+            kind=Kind.FAILED_RUN, subject_key__in=[run_key(pk) for pk in ids]
+        ).values_list("subject_key", flat=True)
+    )
+    new = [pk for pk in ids if run_key(pk) not in found]
+    main, main_params = "(SELECT NULL::text AS subject, NULL::text AS resource_id)", []
+    if new:
+        main = f"""(
             SELECT DISTINCT ON (totals.experiment_id)
                    '{RUN_KEY_PREFIX}' || totals.experiment_id AS subject, totals.resource_id
             FROM (
@@ -194,9 +195,20 @@ def failed_run_sql(cursor, *, start: date | None, end: date | None) -> dict[str,
                 GROUP BY 1, 2
             ) AS totals
             ORDER BY totals.experiment_id, totals.spend DESC, totals.resource_id COLLATE "C" DESC
-        ) AS main ON main.subject = spent.subject
+        )"""
+        main_params = [new]
+    cursor.execute(
+        f"""
+        INSERT INTO {HOURS_TABLE} (subject_key, line_key, resource_id, billing_account_id,
+            service_name, hour, currency, wasted, spend, measured, idle_share, project_id,
+            experiment_id, deployment_id)
+        SELECT spent.subject, spent.line, coalesce(main.resource_id, ''), '', '', spent.hour,
+               spent.currency, spent.spend, spent.spend, TRUE, NULL, spent.project_id,
+               spent.experiment_id, spent.deployment_id
+        FROM ({_hourly_sql(spread, keys)}) AS spent
+        LEFT JOIN {main} AS main ON main.subject = spent.subject
         """,
-        [ids, *params, ids],
+        [ids, *params, *main_params],
     )
     return {run_key(pk): _run_evidence(run) for pk, run in runs.items()}
 

@@ -478,7 +478,8 @@ def _hours_diff_write(
         # each hour it writes, the hours this same statement wrote before it (invisible to it,
         # but in the table): 25 s for idle_gpu's 65,000 hours, bench/findings_recompute.py.
         cursor.execute(
-            f"INSERT INTO {hours_table} ({columns}) SELECT {columns} FROM {computed} AS hours",
+            f"INSERT INTO {hours_table} ({columns}) SELECT {columns} FROM {computed} AS hours"
+            " ORDER BY finding_id, hour",
             computed_params,
         )
         return cursor.rowcount, 0
@@ -982,11 +983,47 @@ def _refresh(
         Finding.objects.filter(pk__in=emptied).update(
             wasted={}, savings_per_month={}, rank_amount=0
         )
-    # One statement per batch, not a save per finding; small batches, since the CASE of each
-    # field has a branch per finding of the batch (500 made each statement a second).
-    Finding.objects.bulk_update(changed, fields=REFRESHED_FIELDS, batch_size=UPDATE_BATCH)
+    _findings_write(changed)
     if stillborn:
         Finding.objects.filter(pk__in=stillborn).delete()
+
+
+def _findings_write(changed: list[Finding]) -> None:
+    """The REFRESHED_FIELDS of `changed` written. On PostgreSQL, COPYed into a temporary table
+    and written with one UPDATE: bulk_update's CASE of a branch per field and finding took
+    Django seconds to build for a first recompute's thousands of findings (idle_between_runs:
+    1,935 findings, about 3 s). Elsewhere (SQLite) bulk_update, one statement per batch; small
+    batches, since the CASE of each field has a branch per finding of the batch (500 made each
+    statement a second)."""
+    if not changed:
+        return
+    if connection.vendor != "postgresql":
+        Finding.objects.bulk_update(changed, fields=REFRESHED_FIELDS, batch_size=UPDATE_BATCH)
+        return
+    fields = [Finding._meta.get_field(name) for name in REFRESHED_FIELDS]
+    columns = ", ".join(field.column for field in fields)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {FINDINGS_TABLE}")
+        cursor.execute(
+            f"CREATE TEMPORARY TABLE {FINDINGS_TABLE} AS"
+            f" SELECT id, {columns} FROM {Finding._meta.db_table} WITH NO DATA"
+        )
+        with cursor.copy(f"COPY {FINDINGS_TABLE} (id, {columns}) FROM STDIN") as copy:
+            for finding in changed:
+                copy.write_row(
+                    [finding.pk]
+                    + [
+                        json.dumps(value) if field.name in JSON_FIELDS else value
+                        for field in fields
+                        for value in [getattr(finding, field.attname)]
+                    ]
+                )
+        assignments = ", ".join(f"{field.column} = new.{field.column}" for field in fields)
+        cursor.execute(
+            f"UPDATE {Finding._meta.db_table} AS finding SET {assignments}"
+            f" FROM {FINDINGS_TABLE} AS new WHERE finding.id = new.id"
+        )
+        cursor.execute(f"DROP TABLE {FINDINGS_TABLE}")
 
 
 REFRESHED_FIELDS = [
@@ -1010,3 +1047,4 @@ REFRESHED_ATTRIBUTES = {
 }
 JSON_FIELDS = {"wasted", "savings_per_month", "evidence"}
 UPDATE_BATCH = 50
+FINDINGS_TABLE = "insights_findings_tmp"

@@ -96,7 +96,7 @@ def lines_shared(
             f" WHERE ({' AND '.join(where)}) OR experiment_id = ANY(%s)",
             [*params, runs],
         )
-        cursor.execute("RESET parallel_tuple_cost")
+        cursor.execute("SET LOCAL parallel_tuple_cost TO DEFAULT")
         cursor.execute(f"ANALYZE {table}")
     token = _SHARED.set((low, high, frozenset(runs)))
     try:

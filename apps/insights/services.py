@@ -524,7 +524,7 @@ def _hours_diff_write(
         [kind, *period_params, *computed_params],
     )
     inserted, deleted = cursor.fetchone()
-    cursor.execute("SET LOCAL enable_mergejoin = on")
+    cursor.execute("SET LOCAL enable_mergejoin TO DEFAULT")
     return inserted, deleted
 
 

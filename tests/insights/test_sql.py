@@ -12,7 +12,7 @@ from django.db import connection
 
 from apps.billing.models import CostKind
 from apps.experiments.models import Experiment
-from apps.gpu.models import Gpu
+from apps.gpu.models import Gpu, GpuHour
 from apps.insights import compute, services
 from apps.insights.models import Finding, FindingHour, Kind
 from tests.factories import ExperimentFactory, ProjectFactory
@@ -263,6 +263,30 @@ def test_the_recompute_s_one_copy_of_the_lines_gives_what_the_line_table_gives(
 @contextmanager
 def _no_copy(**_window):
     yield
+
+
+def test_a_finding_whose_gpus_went_busy_keeps_its_hours_in_sql_as_in_python(awkward, monkeypatch):
+    """The SQL path computes only resources some GPU of which idled in the period, and those
+    with a finding already: one that went busy keeps its hours (0 wasted), as in Python."""
+    shares = dict(GpuHour.objects.values_list("pk", "idle_share"))
+
+    def went_busy() -> tuple:
+        services.findings_recompute()
+        assert Finding.objects.get(kind=Kind.IDLE_GPU, subject_key=awkward).status == "open"
+        GpuHour.objects.update(idle_share=0.0)
+        services.findings_recompute()
+        return _snapshot()
+
+    by_sql = went_busy()
+    Finding.objects.all().delete()
+    for pk, share in shares.items():
+        GpuHour.objects.filter(pk=pk).update(idle_share=share)
+    monkeypatch.setattr(services, "KIND_SQL", {})
+    assert went_busy() == by_sql
+    busy = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key=awkward)
+    assert busy.status == "gone"
+    assert busy.hours.count() == 10  # 09:00-17:00 in USD and 10:00 in EUR, each 0 wasted
+    assert not busy.hours.exclude(wasted=0).exists()
 
 
 def test_sql_and_python_paths_agree_on_a_period_that_cuts_lines(awkward, monkeypatch):

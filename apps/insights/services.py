@@ -702,8 +702,8 @@ def _day_rows(finding_id: int, day: date, currency: str, line_key: str, parts: l
     ]  # fmt: skip
 
 
-def _days_spread_sql(cursor, day_rows: list[tuple]) -> None:
-    """Days of one part each (DAY_COLUMNS) spread over their hours into COMPUTED_TABLE, as
+def _days_spread_sql(cursor, day_rows: list[tuple], *, into: str = COMPUTED_TABLE) -> None:
+    """Days of one part each (DAY_COLUMNS) spread over their hours into `into`, as
     _day_rows does: even parts truncated at the stored scale (whole numbers of its smallest
     unit, as compute._spread_sql), the remainder on the last hour."""
     cursor.execute(f"DROP TABLE IF EXISTS {DAYS_TABLE}")
@@ -719,7 +719,7 @@ def _days_spread_sql(cursor, day_rows: list[tuple]) -> None:
     scale = compute.SCALE
     cursor.execute(
         f"""
-        INSERT INTO {COMPUTED_TABLE} ({", ".join(HOUR_COLUMNS)})
+        INSERT INTO {into} ({", ".join(HOUR_COLUMNS)})
         SELECT days.finding_id, days.line_key, days.day + k * interval '1 hour', days.currency,
                CASE WHEN k = 23 THEN days.wasted - 23 * days.wasted_part
                     ELSE days.wasted_part END,
@@ -754,7 +754,7 @@ def _hours_store(
     (bench/findings_recompute.py). Elsewhere (SQLite) they are all deleted and written again.
     `day_rows`: days of one part each (DAY_COLUMNS), spread over their hours in SQL on the way
     (_days_spread_sql; none on SQLite, where `rows` has them spread). `stored`: whether the kind
-    had findings before (none: no hour to diff against, the rows are COPYed straight into the
+    had findings before (none: no hour to diff against, the rows and days go straight into the
     table). Returns (inserted, deleted)."""
     if connection.vendor != "postgresql":
         deleted = _old_hours_delete(kind=kind, start=start, end=end)
@@ -764,12 +764,18 @@ def _hours_store(
         )
         return len(rows), deleted
     columns = ", ".join(HOUR_COLUMNS)
-    if not stored and not day_rows:
-        sql = f"COPY {FindingHour._meta.db_table} ({columns}) FROM STDIN"
-        with connection.cursor() as cursor, cursor.copy(sql) as copy:
-            for row in rows:
-                copy.write_row(row)
-        return len(rows), 0
+    if not stored:
+        # Nothing to diff against: the hours and the days' hours go straight into the table
+        # (through the temporary table, a first recompute wrote storage's 1.1M hours twice).
+        table = FindingHour._meta.db_table
+        with connection.cursor() as cursor:
+            if rows:
+                with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row(row)
+            if day_rows:
+                _days_spread_sql(cursor, day_rows, into=table)
+        return len(rows) + 24 * len(day_rows), 0
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {COMPUTED_TABLE}")
         cursor.execute(

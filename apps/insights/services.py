@@ -777,14 +777,9 @@ def _hours_store(
                 _days_spread_sql(cursor, day_rows, into=table)
         return len(rows) + 24 * len(day_rows), 0
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP TABLE IF EXISTS {COMPUTED_TABLE}")
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE {COMPUTED_TABLE} AS"
-            f" SELECT {columns} FROM {FindingHour._meta.db_table} WITH NO DATA"
+        _temporary_fill(
+            cursor, name=COMPUTED_TABLE, like=FindingHour._meta.db_table, columns=columns, rows=rows
         )
-        with cursor.copy(f"COPY {COMPUTED_TABLE} ({columns}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
         if day_rows:
             _days_spread_sql(cursor, day_rows)
         cursor.execute(f"ANALYZE {COMPUTED_TABLE}")
@@ -794,6 +789,15 @@ def _hours_store(
         )
         cursor.execute(f"DROP TABLE {COMPUTED_TABLE}")
     return result
+
+
+def _temporary_fill(cursor, *, name: str, like: str, columns: str, rows) -> None:
+    """A fresh, empty temporary table `name` of `like`'s `columns`, the rows COPYed into it."""
+    cursor.execute(f"DROP TABLE IF EXISTS {name}")
+    cursor.execute(f"CREATE TEMPORARY TABLE {name} AS SELECT {columns} FROM {like} WITH NO DATA")
+    with cursor.copy(f"COPY {name} ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
 
 
 def _money(amount: Decimal, currency: str) -> str:
@@ -1008,22 +1012,23 @@ def _findings_write(changed: list[Finding]) -> None:
         return
     fields = [Finding._meta.get_field(name) for name in REFRESHED_FIELDS]
     columns = ", ".join(field.column for field in fields)
+    rows = (
+        [finding.pk]
+        + [
+            json.dumps(value) if field.name in JSON_FIELDS else value
+            for field in fields
+            for value in [getattr(finding, field.attname)]
+        ]
+        for finding in changed
+    )
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP TABLE IF EXISTS {FINDINGS_TABLE}")
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE {FINDINGS_TABLE} AS"
-            f" SELECT id, {columns} FROM {Finding._meta.db_table} WITH NO DATA"
+        _temporary_fill(
+            cursor,
+            name=FINDINGS_TABLE,
+            like=Finding._meta.db_table,
+            columns=f"id, {columns}",
+            rows=rows,
         )
-        with cursor.copy(f"COPY {FINDINGS_TABLE} (id, {columns}) FROM STDIN") as copy:
-            for finding in changed:
-                copy.write_row(
-                    [finding.pk]
-                    + [
-                        json.dumps(value) if field.name in JSON_FIELDS else value
-                        for field in fields
-                        for value in [getattr(finding, field.attname)]
-                    ]
-                )
         assignments = ", ".join(f"{field.column} = new.{field.column}" for field in fields)
         cursor.execute(
             f"UPDATE {Finding._meta.db_table} AS finding SET {assignments}"

@@ -251,10 +251,10 @@ class FindingHour(models.Model):
 
 class RecomputeLine(models.Model):
     """A line item as a findings recompute reads it on PostgreSQL: the period's GPU-compute lines
-    and lines with no project, copied once at the start into a temporary table of this name
-    (compute.lines_shared), which the kinds reading them query instead of the line table (one
-    scan of it, not one per kind). No table of its own: the temporary one is dropped when the
-    recompute's transaction ends."""
+    and lines with no project, and every line of the failed runs, copied once at the start into
+    a temporary table of this name (compute.lines_shared), which the kinds reading them query
+    instead of the line table (one scan of it, not one per kind). No table of its own: the
+    temporary one is dropped when the recompute's transaction ends."""
 
     resource_id = models.CharField(max_length=1000)
     billing_account_id = models.CharField(max_length=200)

@@ -165,7 +165,7 @@ def failed_run_sql(cursor, *, start: date | None, end: date | None) -> dict[str,
     ids = sorted(runs)
     table = run_lines_table(ids)
     spread, params = _spread_sql(
-        "experiment_id = ANY(%s)",
+        "experiment_id = ANY(%s::bigint[])",
         ("resource_id", "billing_account_id", "service_name"),
         _window(start, end),
         table=table,
@@ -191,7 +191,7 @@ def failed_run_sql(cursor, *, start: date | None, end: date | None) -> dict[str,
             FROM (
                 SELECT experiment_id, resource_id, sum(effective_cost) AS spend
                 FROM {table}
-                WHERE experiment_id = ANY(%s) AND resource_id <> ''
+                WHERE experiment_id = ANY(%s::bigint[]) AND resource_id <> ''
                 GROUP BY 1, 2
             ) AS totals
             ORDER BY totals.experiment_id, totals.spend DESC, totals.resource_id COLLATE "C" DESC

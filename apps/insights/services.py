@@ -8,7 +8,7 @@ from collections import defaultdict
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
@@ -263,6 +263,7 @@ def _execute(run: RecomputeRun, holder: str) -> None:
         # Before the recompute's transaction: the summarising holds a lock on the line table
         # until its transaction ends, and would otherwise hold it for the whole recompute.
         line_period_index_summarise()
+        _temporary_buffers()
         # The lever kinds share one read of their period (compute_levers.facts_shared).
         with transaction.atomic(), compute_levers.facts_shared():
             _planner_settings()
@@ -285,6 +286,26 @@ def _execute(run: RecomputeRun, holder: str) -> None:
     RecomputeRun.objects.filter(pk=run.pk).update(
         status=RecomputeRun.Status.SUCCEEDED, summary=summary, finished_at=timezone.now()
     )
+
+
+TEMPORARY_BUFFERS = "1GB"  # the recompute's session: room for its temporary tables in memory
+
+
+def _temporary_buffers() -> None:
+    """The recompute's temporary tables (the shared copy of the lines: about 300 MB at 10M
+    lines; each kind's hours) held in the session's memory, not in files (PostgreSQL's default
+    gives them 8 MB). Every kind reading the copy read it back from those files, and a busy
+    disk made each read as slow as the disk (bench/findings_recompute.py). Memory is taken only
+    as the tables fill. PostgreSQL takes the setting only before a session's first temporary
+    table: a session that already used one (a worker's connection, after its first recompute)
+    keeps the value it has. Outside a transaction only, where a refused SET aborts nothing."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET temp_buffers = '{TEMPORARY_BUFFERS}'")
+    except DatabaseError:
+        logger.info("Findings recompute: this session keeps its temp_buffers")
 
 
 def _planner_settings() -> None:

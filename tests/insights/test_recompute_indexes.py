@@ -1,7 +1,8 @@
 """The findings recompute reads the line table through its indexes: the runs' lines by
 experiment and, on PostgreSQL, a BRIN index of the charge periods, which the recompute summarises
 before it starts, so that the pages imported since are in it (billing migration 0012); the
-unused part of commitments by a partial index (0013)."""
+unused part of commitments by a partial index (0013). Its session holds its temporary tables
+in memory."""
 
 import pytest
 from django.db import connection
@@ -63,3 +64,41 @@ def test_the_unused_commitments_are_read_through_their_partial_index(bill):
         cursor.execute(f"EXPLAIN {sql}", params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "lineitem_unused_commit_idx" in plan
+
+
+def _temp_buffers() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW temp_buffers")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_session_holds_the_recompute_temporary_tables_in_memory():
+    connection.close()  # a session of its own, as the command's and a worker's first recompute
+    services._temporary_buffers()
+    assert _temp_buffers() == services.TEMPORARY_BUFFERS
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_that_used_a_temporary_table_keeps_its_buffers():
+    """PostgreSQL refuses the setting once a temporary table was used: the recompute goes on with
+    the session's value (and the session is not left in an aborted transaction)."""
+    connection.close()
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE used (a int)")
+        cursor.execute("INSERT INTO used VALUES (1)")
+    before = _temp_buffers()
+    services._temporary_buffers()
+    assert before != services.TEMPORARY_BUFFERS
+    assert _temp_buffers() == before
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM used")  # the session goes on
+        assert cursor.fetchone() == (1,)
+    connection.close()
+
+
+def test_inside_a_transaction_the_setting_is_left_alone():
+    before = _temp_buffers()
+    services._temporary_buffers()  # (pytest-django's transaction: no SET that could abort it)
+    assert _temp_buffers() == before

@@ -750,7 +750,7 @@ def _days_spread_sql(cursor, day_rows: list[tuple], *, into: str = COMPUTED_TABL
             -- In finding and hour order, as the finding and hour index stores them: the days
             -- sorted, each day's 24 hours in a row (the series in the select list). A join
             -- with the series gave hour 0 of every day, then hour 1 ...: storage's 1.1M hours
-            -- went into the index out of order, 9.3 s where in order they take 4.8
+            -- went into the index out of order, 9.3 s where in order they take 6.2
             -- (bench/findings_recompute.py).
             SELECT sorted.*, generate_series(0, 23) AS k
             FROM (

@@ -292,7 +292,7 @@ TEMPORARY_BUFFERS = "1GB"  # the recompute's session: room for its temporary tab
 
 
 def _temporary_buffers() -> None:
-    """The recompute's temporary tables (the shared copy of the lines: about 300 MB at 10M
+    """The recompute's temporary tables (the shared copy of the lines: 360 MB at 10M
     lines; each kind's hours) held in the session's memory, not in files (PostgreSQL's default
     gives them 8 MB). Every kind reading the copy read it back from those files, and a busy
     disk made each read as slow as the disk (bench/findings_recompute.py). Memory is taken only

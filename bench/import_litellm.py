@@ -186,6 +186,18 @@ def import_once(path: Path, checkout: Path = ROOT) -> dict:
     return result
 
 
+def model_api_totals() -> tuple[int, Decimal]:
+    """Requests and dollars in the model API rollup the pages read."""
+    from django.db.models import Sum
+
+    from apps.billing.models import DailyModelApiCost
+
+    totals = DailyModelApiCost.objects.aggregate(
+        requests=Sum("requests"), billed=Sum("billed_cost")
+    )
+    return int(totals["requests"]), totals["billed"]
+
+
 def line_copy_once() -> float:
     """Seconds for COPY of the lines the import just wrote into an empty table like the line
     table: the floor of loading this many lines, whoever writes them."""
@@ -282,8 +294,15 @@ def main() -> None:
     last = imports[-1]
     assert last["rows"] == count == args.rows, (last["rows"], count)
     assert Decimal(last["billed_cost"]["USD"]) == spend, (last["billed_cost"], spend)
-    assert last["rollup"][0] == args.rows and Decimal(last["rollup"][1]) == spend, last["rollup"]
-    print(f"  totals checked: {count:,} requests, ${spend} in the lines and the daily rollup")
+    assert last["rollup"][0] == last["line_items"], (last["rollup"], last["line_items"])
+    assert Decimal(last["rollup"][1]) == spend, last["rollup"]
+    requests, billed = model_api_totals()
+    assert (requests, billed) == (args.rows, spend), (requests, billed)
+    print(
+        f"  totals checked: {count:,} requests, ${spend} in the lines, the daily rollup and "
+        f"the model API rollup ({last['line_items']:,} lines: a day's requests per key, model "
+        "and tags)"
+    )
     floor = statistics.median(c["seconds"] for c in copies)
     took = statistics.median(i["wall"] for i in imports)
     peak = max(i["peak_mb"] for i in imports)

@@ -46,8 +46,8 @@ from .models import (
     ImportRun,
     MonthlyCost,
 )
-from .normalise import FocusNormaliser
-from .reader import SourceFile, source_inspect
+from .normalise import SOURCE_ROWS, FocusNormaliser
+from .reader import SourceFile, read_ahead, source_inspect
 from .runs import PROGRESS_EVERY_SECONDS, _counts, _day_start, _last_line_id, money_text
 from .sources import root_of
 
@@ -125,6 +125,13 @@ def _usage_lines(lines: pa.Table) -> pa.Table:
             pc.fill_null(pc.or_(pc.equal(frequency, "Usage-Based"), pc.equal(frequency, "")), True),
         )
     return lines.filter(usage)
+
+
+def _source_rows(lines: pa.Table) -> int:
+    """The source rows the lines hold (more than the lines where requests were rolled up)."""
+    if SOURCE_ROWS in lines.column_names:
+        return pc.sum(lines[SOURCE_ROWS]).as_py() or 0
+    return lines.num_rows
 
 
 def _usage_end(lines: pa.Table) -> datetime | None:
@@ -268,11 +275,17 @@ class _Importer:
         except MissingColumnError as exc:
             raise BillingFileError(source.label, str(exc)) from exc
         normaliser = FocusNormaliser(
-            label=source.label, columns=columns, spelled_nulls=source.kind == "parquet"
+            label=source.label,
+            columns=columns,
+            spelled_nulls=source.kind == "parquet",
+            per_request=fmt.per_request,
         )
         first_row = source.first_row  # CSV's header is row 1
         try:
-            for batch in source.batches(columns.source_columns, rows=_batch_rows()):
+            batches = source.batches(columns.source_columns, rows=_batch_rows())
+            if fmt.per_request:  # the database has little to do: read the next batch meanwhile
+                batches = read_ahead(batches)
+            for batch in batches:
                 self._file_rows = first_row - source.first_row  # read before this batch
                 try:
                     focus = fmt.to_focus(batch, columns)
@@ -375,7 +388,7 @@ class _Importer:
             tally = _by_id(tallies, deliveries["min"])
             tally.billed[currencies["min"]] += pc.sum(lines["billed_cost"]).as_py()
             tally.effective[currencies["min"]] += pc.sum(lines["effective_cost"]).as_py()
-            tally.rows += lines.num_rows
+            tally.rows += _source_rows(lines)
             starts = pc.min_max(lines["charge_period_start"]).as_py()
             tally.first_start = _earliest(tally.first_start, starts["min"])
             tally.last_start = _latest(tally.last_start, starts["max"])
@@ -389,6 +402,10 @@ class _Importer:
             tally = _by_id(tallies, item["delivery_id"])
             tally.billed[item["billing_currency"]] += item["billed_cost_sum"]
             tally.effective[item["billing_currency"]] += item["effective_cost_sum"]
+        if SOURCE_ROWS in lines.column_names:
+            counted = lines.group_by("delivery_id").aggregate([(SOURCE_ROWS, "sum")])
+            for item in counted.to_pylist():
+                _by_id(tallies, item["delivery_id"]).rows += item[f"{SOURCE_ROWS}_sum"]
         spans = lines.group_by("delivery_id").aggregate(
             [
                 ([], "count_all"),
@@ -399,7 +416,8 @@ class _Importer:
         )
         for item in spans.to_pylist():
             tally = _by_id(tallies, item["delivery_id"])
-            tally.rows += item["count_all"]
+            if SOURCE_ROWS not in lines.column_names:
+                tally.rows += item["count_all"]
             tally.first_start = _earliest(tally.first_start, item["charge_period_start_min"])
             tally.last_start = _latest(tally.last_start, item["charge_period_start_max"])
             tally.last_end = _latest(tally.last_end, item["charge_period_end_max"])

@@ -21,12 +21,13 @@ from decimal import ROUND_HALF_EVEN, Context, Decimal
 from functools import cache
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import BillingRowError
 from .focus_spec import COLUMNS, OPEN_ENUMS, Column
-from .model_api import ModelApiColumns
+from .model_api import API_REQUESTS, API_TOKENS, ModelApiColumns
 from .models import CostKind, CostLineItem
 
 if TYPE_CHECKING:  # formats import this module: no import of theirs at run time
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # formats import this module: no import of theirs at run time
 
 DEC = pa.decimal128(38, 15)
 TS = pa.timestamp("us", tz="UTC")
+DAY_US = 86_400_000_000  # a day in microseconds: a UTC timestamp's day is a division
 
 
 @cache
@@ -88,6 +90,22 @@ TEXT_SUFFIX = "__text"
 # A format that makes several lines of one source row (GCP's credits) says which row each line
 # came from under this key; rows are then numbered by it.
 SOURCE_INDEX = "_source_index"
+# How many source rows a line holds: present where a format's per-request rows were rolled up.
+SOURCE_ROWS = "_source_rows"
+# A per-request row's measures, summed when its day's requests become one line.
+PER_REQUEST_SUMS = (
+    "BilledCost",
+    "EffectiveCost",
+    "ListCost",
+    "ContractedCost",
+    "ConsumedQuantity",
+    "PricingQuantity",
+    API_TOKENS,
+    API_REQUESTS,
+)
+END_BEFORE_START = (
+    "is before the charge's start (ChargePeriodStart): the charge ends before it starts"
+)
 MAX_LENGTHS = {
     f.column: f.max_length
     for f in CostLineItem._meta.concrete_fields
@@ -151,12 +169,51 @@ def clean_strings(array: pa.Array, *, spelled_nulls: bool = True) -> pa.Array:
     """
     if not pa.types.is_string(array.type):
         array = pc.cast(array, pa.string())
+    if not _may_be_blank(array, spelled_nulls):
+        return array
     blank = pc.utf8_is_space(array)
     if spelled_nulls:
         blank = pc.or_kleene(blank, pc.is_in(array, value_set=_null_tokens()))
     if not pc.any(blank).as_py():  # nulls are skipped
         return array
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if array.offset:
+        # pyarrow 22's if_else writes a slice of strings with offsets out of bounds: copy it.
+        array = pa.concat_arrays([array])
     return pc.if_else(pc.fill_null(blank, False), pa.scalar(None, pa.string()), array)
+
+
+# First bytes of a value that may be blank (whitespace, ASCII or not) or a spelling of null.
+_BLANK_FIRST = np.zeros(256, bool)
+_BLANK_FIRST[: ord(" ") + 1] = True
+_BLANK_FIRST[0x80:] = True  # a multi-byte character: perhaps a Unicode space
+_NULL_FIRST = np.zeros(256, bool)
+_NULL_FIRST[[ord("N"), ord("n")]] = True
+
+
+def _may_be_blank(array: pa.Array, spelled_nulls: bool) -> bool:
+    """Whether any value could be empty, whitespace or a spelling of null, from the first byte
+    and the length of each value on the array's buffers: a column of ordinary values (nearly
+    every column) is then left alone without a text kernel run on every value."""
+    if isinstance(array, pa.ChunkedArray):
+        return any(_may_be_blank(chunk, spelled_nulls) for chunk in array.chunks)
+    if array.null_count == len(array):
+        return False
+    _, offsets_buffer, data_buffer = array.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32, len(array) + 1, array.offset * 4)
+    lengths = np.diff(offsets)
+    if data_buffer is None or not data_buffer.size:
+        first = np.zeros(len(array), np.uint8)
+    else:
+        data = np.frombuffer(data_buffer, np.uint8)
+        first = data[np.minimum(offsets[:-1], len(data) - 1)]
+    suspect = (lengths == 0) | _BLANK_FIRST[first]
+    if spelled_nulls:
+        suspect |= (lengths <= 4) & _NULL_FIRST[first]
+    if array.null_count:
+        suspect &= pc.is_valid(array).to_numpy(zero_copy_only=False)
+    return bool(suspect.any())
 
 
 def _enum_key(value: str) -> str:
@@ -166,10 +223,18 @@ def _enum_key(value: str) -> str:
 class FocusNormaliser:
     """Checks and types the FOCUS columns of one file's batches; remembers distinct values."""
 
-    def __init__(self, *, label: str, columns: "ColumnMap", spelled_nulls: bool = True):
+    def __init__(
+        self,
+        *,
+        label: str,
+        columns: "ColumnMap",
+        spelled_nulls: bool = True,
+        per_request: bool = False,
+    ):
         self.label = label
         self.columns = columns
         self.spelled_nulls = spelled_nulls
+        self.per_request = per_request
         self._enums = {
             column.name: {_enum_key(value): value for value in column.values}
             for column in COLUMNS
@@ -220,6 +285,11 @@ class FocusNormaliser:
             else pc.add(source_index, pa.scalar(first_row, pa.int64()))
         )
         out: dict[str, pa.Array] = {"source_row": rows}
+        if self.per_request:
+            arrays, extras, rows, counts = self._per_day(arrays, extras, rows, first_row)
+            self._source_index = pc.subtract(rows, pa.scalar(first_row, pa.int64())).to_pylist()
+            length = len(rows)
+            out = {"source_row": rows, SOURCE_ROWS: counts}
         for column in COLUMNS:
             array = arrays.get(column.name)
             if column.field is None:
@@ -272,6 +342,100 @@ class FocusNormaliser:
         out["extra"] = self._extra_json(extras, length)
         self._check_lines(out, first_row)
         return pa.table(out)
+
+    def _per_day(
+        self,
+        arrays: dict[str, pa.Array],
+        extras: dict[str, pa.Array],
+        rows: pa.Array,
+        first_row: int,
+    ) -> tuple[dict[str, pa.Array], dict[str, pa.Array], pa.Array, pa.Array]:
+        """A gateway's per-request rows as one line per UTC day and all else they share (key,
+        team, model, provider, tags...): money, quantities, tokens and requests summed, the
+        first start and the last end, numbered by the group's first row.
+
+        The measures and times are typed and checked here, row by row, so a bad one is named by
+        its own row; every other column is the same in the whole group, so checking it on the
+        group (numbered by the group's first row, groups in the order of their first rows) names
+        the first row that holds the bad value.
+        """
+        focus = {column.name: column for column in COLUMNS}
+        summed: dict[str, pa.Array] = {}
+        typed: dict[int, pa.Array] = {}  # BilledCost and EffectiveCost are often one column
+        for name in PER_REQUEST_SUMS:
+            if name in arrays:
+                array = arrays[name]
+                if name in focus:
+                    if id(array) not in typed:
+                        number = self._typed(focus[name], array, first_row)
+                        typed[id(array)] = number[0] if isinstance(number, tuple) else number
+                    array = typed[id(array)]
+                summed[name] = array
+        start = self._datetime(focus["ChargePeriodStart"], arrays["ChargePeriodStart"], first_row)
+        end = arrays.get("ChargePeriodEnd")
+        if end is not None:
+            end = self._datetime(focus["ChargePeriodEnd"], end, first_row)
+            broken = pc.fill_null(pc.less(end, start), False)
+            if pc.any(broken).as_py():
+                index = pc.index(broken, True).as_py()
+                raise self._fail(
+                    "ChargePeriodEnd",
+                    index,
+                    first_row,
+                    _moment(end[index].as_py()),
+                    "",
+                    problem=END_BEFORE_START,
+                )
+        keys = {
+            **{f"a:{name}": array for name, array in arrays.items() if name not in summed},
+            **{f"x:{name}": array for name, array in extras.items()},
+        }
+        keys.pop("a:ChargePeriodStart")
+        keys.pop("a:ChargePeriodEnd", None)
+        # A column with one value in the whole batch (the account, the currency, the service)
+        # groups nothing: it is set again on the groups, and hashing fewer keys is quicker.
+        constant = {name: array[0] for name, array in keys.items() if _constant(array)}
+        keys = {name: array for name, array in keys.items() if name not in constant}
+        table = pa.table(
+            {
+                **keys,
+                "_day": pc.divide(pc.cast(start, pa.int64()), pa.scalar(DAY_US, pa.int64())),
+                "_start": start,
+                **({"_end": end} if end is not None else {}),
+                "_row": rows,
+                **{f"s:{name}": array for name, array in summed.items()},
+            }
+        )
+        grouped = (
+            table.group_by([*keys, "_day"], use_threads=False)
+            .aggregate(
+                [
+                    *((f"s:{name}", "sum") for name in summed),
+                    ("_start", "min"),
+                    *([("_end", "max")] if end is not None else []),
+                    ("_row", "min"),
+                    ("_row", "count"),
+                ]
+            )
+            .sort_by("_row_min")
+        )
+        size = grouped.num_rows
+        for name, value in constant.items():
+            grouped = grouped.append_column(name, pa.repeat(value, size))
+        keys.update(constant)
+        out = {name[2:]: grouped[name].combine_chunks() for name in keys if name[0] == "a"}
+        for name in summed:
+            out[name] = grouped[f"s:{name}_sum"].combine_chunks()
+            if pa.types.is_decimal(summed[name].type):
+                out[name] = pc.cast(out[name], summed[name].type)
+        out["ChargePeriodStart"] = grouped["_start_min"].combine_chunks()
+        if end is not None:
+            out["ChargePeriodEnd"] = grouped["_end_max"].combine_chunks()
+        grouped_extras = {
+            name[2:]: grouped[name].combine_chunks() for name in keys if name[0] == "x"
+        }
+        counts = grouped["_row_count"].combine_chunks()
+        return out, grouped_extras, grouped["_row_min"].combine_chunks(), counts
 
     def _typed(self, column: Column, array: pa.Array, first_row: int) -> pa.Array:
         if column.kind == "decimal":
@@ -497,12 +661,7 @@ class FocusNormaliser:
             period_end,
             "makes the billing period longer than 92 days",
         )
-        refuse(
-            pc.less(end, start),
-            "ChargePeriodEnd",
-            end,
-            "is before the charge's start (ChargePeriodStart): the charge ends before it starts",
-        )
+        refuse(pc.less(end, start), "ChargePeriodEnd", end, END_BEFORE_START)
         refuse(
             pc.or_(
                 pc.less(start, shift(period_start, -CORRECTION_REACH)),
@@ -653,6 +812,15 @@ def _holds_nul(value: object) -> bool:
 def _short(key: object) -> str:
     text = str(key)
     return repr(text if len(text) <= 40 else text[:39] + "…")
+
+
+def _constant(array: pa.Array) -> bool:
+    """Whether every value of the array is the same one (all null counts)."""
+    if not len(array):
+        return True
+    if array.null_count:
+        return array.null_count == len(array)
+    return pc.all(pc.equal(array, array[0])).as_py()
 
 
 def _moment(value: datetime | None) -> str | None:

@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Full, Queue
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -366,6 +367,56 @@ class SourceFile:
             raise
         self.sha256 = hasher.hexdigest()
         self.bytes_read = self.size
+
+
+_END = object()
+
+
+def read_ahead(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches, the next one read and parsed on a thread while the caller works on this one.
+
+    For a load whose database side is light (rolled-up requests): pyarrow parses without the
+    GIL, so the two overlap on two cores. One batch waits at most; an error raised reading comes
+    out here, where the next batch would; a caller that stops early stops the reading.
+    """
+    queue: Queue = Queue(maxsize=1)
+    stop = threading.Event()
+
+    def offer(item: tuple) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.05)
+                return True
+            except Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                if not offer((batch, None)):
+                    return
+            offer((_END, None))
+        except BaseException as exc:  # handed to the caller
+            offer((None, exc))
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=produce, name="costsite-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            batch, error = queue.get()
+            if error is not None:
+                raise error
+            if batch is _END:
+                return
+            yield batch
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _flatten(record: dict, wanted: set[str], prefix: str = "") -> dict[str, str | None]:

@@ -30,6 +30,9 @@ class BillingFormat:
 
     name: str = ""
     label: str = ""
+    # A log of single requests (a gateway's): its rows are rolled up into a line per UTC day
+    # and everything else they share before they are loaded (FocusNormaliser._per_day).
+    per_request: bool = False
 
     def detect(self, header: list[str]) -> bool:
         """Whether a file with this header is in this format."""

@@ -40,6 +40,7 @@ OPTIONAL = (
 class LiteLlmSpendLogsFormat(BillingFormat):
     name = "litellm_spend_logs"
     label = "LiteLLM spend logs"
+    per_request = True
 
     def detect(self, header: list[str]) -> bool:
         return {"request_id", "spend", "startTime"} <= set(header)
@@ -51,6 +52,14 @@ class LiteLlmSpendLogsFormat(BillingFormat):
             "BilledCost": "spend",
             "EffectiveCost": "spend",
         }
+        # Named in errors by the column they came from.
+        focus.update(
+            {
+                focus_name: source
+                for focus_name, source in (("ResourceId", "api_key"), ("SubAccountId", "team_id"))
+                if source in header
+            }
+        )
         extra = ["request_id", *(name for name in OPTIONAL if name in header)]
         return ApiColumnMap(focus=focus, extra=extra)
 
@@ -90,7 +99,7 @@ class LiteLlmSpendLogsFormat(BillingFormat):
             direction=api.constant(OTHER, length),
             tokens=tokens,
             requests=pa.repeat(pa.scalar(Decimal(1), api.COUNT), length),
-            description=api.text(batch, "request_id"),
+            description=api.constant(None, length),  # a line holds a day's requests
             tags=None if tags.null_count == length else api.tags_from_list(tags, "request_tags"),
         )
         if keep is not None:

@@ -30,6 +30,7 @@ def _add(a: pa.Array, b: pa.Array) -> pa.Array:
 class OpenRouterGenerationFormat(BillingFormat):
     name = "openrouter_generation"
     label = "OpenRouter generations"
+    per_request = True
 
     def detect(self, header: list[str]) -> bool:
         return {"id", "total_cost", "created_at", "model"} <= set(header)
@@ -88,7 +89,7 @@ class OpenRouterGenerationFormat(BillingFormat):
             direction=api.constant(OTHER, length),
             tokens=_add(prompt, completion),
             requests=pa.repeat(pa.scalar(Decimal(1), api.COUNT), length),
-            description=api.text(batch, "id"),
+            description=api.constant(None, length),  # a line holds a day's generations
         )
         if keep is not None:
             from ..normalise import SOURCE_INDEX

@@ -174,10 +174,11 @@ def test_openrouter_generations_appended_pages_count_each_generation_once(acme, 
     assert run.status == ImportRun.Status.SUCCEEDED, run.error
     assert run.format == "openrouter_generation"
     assert run.billed_cost == {"USD": "0.0305"}
-    assert api_lines("model", "provider_name", "tokens", "requests") == [
-        ("anthropic/claude-sonnet-4.5", "Anthropic", Decimal(1120), Decimal(1)),
-        ("anthropic/claude-sonnet-4.5", "Anthropic", Decimal(1120), Decimal(1)),
+    # Both generations are the same day's, key and model: one line holds them.
+    assert api_lines("model", "provider_name", "tokens", "requests", "billed_cost") == [
+        ("anthropic/claude-sonnet-4.5", "Anthropic", Decimal(2240), Decimal(2), Decimal("0.0305")),
     ]
+    assert Delivery.objects.values_list("rows", "line_items").get() == (2, 1)
 
 
 def test_openrouter_activity_is_a_day_per_model(acme, tmp_path):

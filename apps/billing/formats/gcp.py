@@ -153,9 +153,13 @@ class GcpFormat(BillingFormat):
             if month not in period_cache:
                 period_cache[month] = _period(month, index, columns.present["invoice.month"])
             start, end = period_cache[month]
-            tags = _pairs(project_labels[index]) | _pairs(labels[index])
+            tags = _pairs(project_labels[index], index, columns, "project.labels") | _pairs(
+                labels[index], index, columns, "labels"
+            )
             tags_text = json.dumps(tags) if tags else None
-            machine = _pairs(system_labels[index]).get(MACHINE_SPEC)
+            machine = _pairs(system_labels[index], index, columns, "system_labels").get(
+                MACHINE_SPEC
+            )
             details = json.dumps({"InstanceType": machine}) if machine else None
             sku = plain["ChargeDescription"][index] or ""
             spot = "preemptible" in sku.lower() or "spot" in sku.lower().split()
@@ -233,10 +237,15 @@ class _Nested:
             ) from None
 
 
-def _pairs(value) -> dict[str, str]:
-    """`[{'key': k, 'value': v}, …]` → {k: v}."""
-    if not value:
+def _pairs(value, index: int, columns: GcpColumnMap, gcp_name: str) -> dict[str, str]:
+    """`[{'key': k, 'value': v}, …]` → {k: v}; anything but a list is refused (a `1` where the
+    labels should be)."""
+    if value is None:
         return {}
+    if not isinstance(value, list):
+        raise SourceValueError(
+            index, columns.present[gcp_name], value, "a list of labels, each with a key and a value"
+        )
     out = {}
     for item in value:
         if isinstance(item, dict) and "key" in item:

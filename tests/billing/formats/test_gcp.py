@@ -196,6 +196,19 @@ def test_a_credits_field_that_is_neither_json_nor_a_literal_is_named(acme, tmp_p
     assert CostLineItem.objects.count() == 0
 
 
+def test_labels_that_are_no_list_are_named(acme, tmp_path):
+    rows = gcp_rows()
+    rows[1]["labels"] = "1"  # found by tests/billing/test_import_fuzz.py: it crashed the import
+
+    run = run_import(write_gcp(tmp_path / "gcp.csv", rows))
+
+    assert run.status == ImportRun.Status.FAILED
+    assert run.error == (
+        "gcp.csv: row 3, column labels: '1' is not a list of labels, each with a key and a value"
+    )
+    assert CostLineItem.objects.count() == 0
+
+
 def test_a_bad_invoice_month_and_a_bad_cost_are_named_by_row_and_column(acme, tmp_path):
     rows = gcp_rows()
     rows[3]["invoice.month"] = "2025-01"

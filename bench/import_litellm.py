@@ -269,6 +269,11 @@ def main() -> None:
             f"wrote {path} ({path.stat().st_size / 1e6:,.0f} MB) in "
             f"{time.perf_counter() - started:.0f} s"
         )
+    from bench.import_focus import compile_sources
+
+    compile_sources()
+    if args.compare:
+        compile_sources(args.compare.resolve())
     copies, imports, baselines, line_copies = [], [], [], []
     for attempt in range(args.repeat):
         copies.append(copy_once(path))

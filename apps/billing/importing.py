@@ -7,6 +7,7 @@ import hashlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -29,6 +30,7 @@ from .errors import (
 )
 from .formats import FORMATS, BillingFormat, format_detect
 from .formats.aws_cur import manifest_parts
+from .formats.base import ColumnMap
 from .formats.focus import SIGNATURE
 from .loader import (
     LineSink,
@@ -125,6 +127,21 @@ def _usage_lines(lines: pa.Table) -> pa.Table:
             pc.fill_null(pc.or_(pc.equal(frequency, "Usage-Based"), pc.equal(frequency, "")), True),
         )
     return lines.filter(usage)
+
+
+def _focused(
+    batches: Iterator[pa.RecordBatch], fmt: BillingFormat, columns: ColumnMap
+) -> Iterator[tuple]:
+    """Each batch with its FOCUS columns, or with the error that mapping it raised (the caller
+    knows the batch's first row, which names it). A per-request format's mapping runs on the
+    read-ahead thread: it touches no database."""
+    for batch in batches:
+        try:
+            focus = fmt.to_focus(batch, columns)
+        except SourceValueError as exc:
+            yield batch, exc
+            return
+        yield batch, focus
 
 
 def _source_rows(lines: pa.Table) -> int:
@@ -282,15 +299,16 @@ class _Importer:
         )
         first_row = source.first_row  # CSV's header is row 1
         try:
-            batches = source.batches(columns.source_columns, rows=_batch_rows())
-            if fmt.per_request:  # the database has little to do: read the next batch meanwhile
+            batches = _focused(
+                source.batches(columns.source_columns, rows=_batch_rows()), fmt, columns
+            )
+            if fmt.per_request:
+                # The database has little to do: the next batch is read and mapped meanwhile.
                 batches = read_ahead(batches)
-            for batch in batches:
+            for batch, focus in batches:
                 self._file_rows = first_row - source.first_row  # read before this batch
-                try:
-                    focus = fmt.to_focus(batch, columns)
-                except SourceValueError as exc:
-                    raise exc.at(source.label, first_row) from None
+                if isinstance(focus, SourceValueError):
+                    raise focus.at(source.label, first_row) from None
                 extras = fmt.extras(batch, columns)
                 lines = normaliser.normalise(focus, extras, first_row=first_row)
                 first_row += batch.num_rows

@@ -200,7 +200,7 @@ def _may_be_blank(array: pa.Array, spelled_nulls: bool) -> bool:
         return any(_may_be_blank(chunk, spelled_nulls) for chunk in array.chunks)
     if array.null_count == len(array):
         return False
-    _, offsets_buffer, data_buffer = array.buffers()
+    validity, offsets_buffer, data_buffer = array.buffers()
     offsets = np.frombuffer(offsets_buffer, np.int32, len(array) + 1, array.offset * 4)
     lengths = np.diff(offsets)
     if data_buffer is None or not data_buffer.size:
@@ -212,7 +212,8 @@ def _may_be_blank(array: pa.Array, spelled_nulls: bool) -> bool:
     if spelled_nulls:
         suspect |= (lengths <= 4) & _NULL_FIRST[first]
     if array.null_count:
-        suspect &= pc.is_valid(array).to_numpy(zero_copy_only=False)
+        bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+        suspect &= bits[array.offset : array.offset + len(array)].view(bool)
     return bool(suspect.any())
 
 

@@ -17,7 +17,8 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from queue import Full, Queue
+from queue import Queue
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -370,35 +371,41 @@ class SourceFile:
 
 
 _END = object()
+T = TypeVar("T")
 
 
-def read_ahead(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The batches, the next one read and parsed on a thread while the caller works on this one.
+def read_ahead(batches: Iterator[T]) -> Iterator[T]:
+    """The batches, the next one read (and mapped) on a thread while the caller works on this
+    one.
 
     For a load whose database side is light (rolled-up requests): pyarrow parses without the
-    GIL, so the two overlap on two cores. One batch waits at most; an error raised reading comes
-    out here, where the next batch would; a caller that stops early stops the reading.
+    GIL, so the two overlap on two cores. The thread starts on a batch only once the caller has
+    taken the one before, so at most two are in memory; an error raised reading comes out here,
+    where its batch would; a caller that stops early stops the reading.
     """
-    queue: Queue = Queue(maxsize=1)
+    handed: Queue = Queue(maxsize=1)
+    taken = threading.Event()  # the caller has taken the last batch handed over
+    taken.set()
     stop = threading.Event()
-
-    def offer(item: tuple) -> bool:
-        while not stop.is_set():
-            try:
-                queue.put(item, timeout=0.05)
-                return True
-            except Full:
-                continue
-        return False
 
     def produce() -> None:
         try:
-            for batch in batches:
-                if not offer((batch, None)):
+            while True:
+                while not taken.wait(timeout=0.05):
+                    if stop.is_set():
+                        return
+                if stop.is_set():
                     return
-            offer((_END, None))
+                taken.clear()
+                try:
+                    item = (next(batches), None)
+                except StopIteration:
+                    item = (_END, None)
+                handed.put(item)
+                if item[0] is _END:
+                    return
         except BaseException as exc:  # handed to the caller
-            offer((None, exc))
+            handed.put((None, exc))
         finally:
             close = getattr(batches, "close", None)
             if close is not None:
@@ -408,7 +415,8 @@ def read_ahead(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     thread.start()
     try:
         while True:
-            batch, error = queue.get()
+            batch, error = handed.get()
+            taken.set()
             if error is not None:
                 raise error
             if batch is _END:

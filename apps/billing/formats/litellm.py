@@ -73,14 +73,15 @@ class LiteLlmSpendLogsFormat(BillingFormat):
         length = batch.num_rows
         start = api.text(batch, "startTime")
         end = pc.coalesce(api.text(batch, "endTime"), start)
-        total = api.integers(api.text(batch, "total_tokens"), "total_tokens")
-        tokens = pc.coalesce(
-            total,
-            _add(
-                api.integers(api.text(batch, "prompt_tokens"), "prompt_tokens"),
-                api.integers(api.text(batch, "completion_tokens"), "completion_tokens"),
-            ),
-        )
+        tokens = api.integers(api.text(batch, "total_tokens"), "total_tokens")
+        if tokens.null_count:  # else prompt and completion add nothing (nor need reading)
+            tokens = pc.coalesce(
+                tokens,
+                _add(
+                    api.integers(api.text(batch, "prompt_tokens"), "prompt_tokens"),
+                    api.integers(api.text(batch, "completion_tokens"), "completion_tokens"),
+                ),
+            )
         tags = api.text(batch, "request_tags")
         out = api.lines(
             length,

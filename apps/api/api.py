@@ -7,9 +7,12 @@ Errors are always JSON: 400 with messages by field, 401 without a valid token, 4
 token's user may not see (the pages' rule: never 403).
 """
 
+import json
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -27,6 +30,22 @@ from .routers import (
     spend,
 )
 
+
+class LocalSwagger(Swagger):
+    """Swagger UI from the site's own static files. django-ninja serves them only when "ninja"
+    is an installed app (else its CDN page); costsite finds its templates and static files by
+    path instead (costsite/settings.py, NINJA_DIR), so this renders the local page itself."""
+
+    def render_page(self, request: HttpRequest, api: NinjaAPI, **kwargs) -> HttpResponse:
+        self.settings["url"] = self.get_openapi_url(api, kwargs)
+        context = {
+            "swagger_settings": json.dumps(self.settings, indent=1),
+            "api": api,
+            "add_csrf": any(getattr(auth, "csrf", False) for auth in api.auth or ()),
+        }
+        return render(request, self.template, context)
+
+
 api = NinjaAPI(
     title="costsite API",
     version="1",
@@ -40,7 +59,7 @@ api = NinjaAPI(
     docs_url="/docs",
     # The validator badge would fetch from the internet; the dashboard must work without it.
     # (A token typed into "Authorize" is not kept in the browser's storage: the default.)
-    docs=Swagger(settings={"validatorUrl": None}),
+    docs=LocalSwagger(settings={"validatorUrl": None}),
     # The schema and the docs are pages like any other: a login shows them.
     docs_decorator=login_required,
 )

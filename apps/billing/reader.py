@@ -179,14 +179,19 @@ class SourceFile:
                     start = _first_record_end(buffer, start, cut)
                     header_pending = False
                 carry = bytes(view[cut:size])
+                table = None
                 if cut > start:
                     table = self._parse(
                         view[start:cut], records_before, read_options, convert_options
                     )
                     records_before += table.num_rows
-                    if table.num_rows:
-                        yield table.combine_chunks().to_batches()[0]
+                # The parsed batch owns its memory: the text is let go before it is used.
                 del view, buffer
+                if table is not None and table.num_rows:
+                    batch = table.combine_chunks().to_batches()[0]
+                    del table
+                    yield batch
+                    del batch
                 if got == 0:
                     break
         except (pa.ArrowInvalid, OSError, EOFError, zlib.error) as exc:

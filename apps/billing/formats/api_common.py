@@ -248,11 +248,26 @@ _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
 
+# Strings hashed at once: the arrays of one value per byte stay a few MB.
+HASH_SLICE = 8192
+
+
 def id_hashes(array: pa.Array) -> np.ndarray:
     """A 64-bit hash of every (non-null) string of the array, as a numpy array."""
     array = _array(array)
     if not pa.types.is_large_string(array.type):
         array = pc.cast(array, pa.large_string())
+    if len(array) > HASH_SLICE:
+        return np.concatenate(
+            [
+                _slice_hashes(array.slice(start, HASH_SLICE))
+                for start in range(0, len(array), HASH_SLICE)
+            ]
+        )
+    return _slice_hashes(array)
+
+
+def _slice_hashes(array: pa.Array) -> np.ndarray:
     count = len(array)
     _, offsets_buffer, data_buffer = array.buffers()
     offsets = np.frombuffer(offsets_buffer, np.int64, count + 1, array.offset * 8)
@@ -299,8 +314,9 @@ class SeenIds:
         return self.hashes[places] == values
 
     def add(self, sorted_values: np.ndarray) -> None:
-        # Two sorted runs: the stable sort (timsort) merges them in linear time.
-        self.hashes = np.sort(np.concatenate([self.hashes, sorted_values]), kind="stable")
+        # Each new hash goes where it sorts: one new array, in linear time.
+        places = np.searchsorted(self.hashes, sorted_values)
+        self.hashes = np.insert(self.hashes, places, sorted_values)
 
 
 def unique_rows(keys: pa.Array, seen: SeenIds, column: str) -> tuple[pa.Array | None, int]:

@@ -41,7 +41,8 @@ class LocalSwagger(Swagger):
         context = {
             "swagger_settings": json.dumps(self.settings, indent=1),
             "api": api,
-            "add_csrf": any(getattr(auth, "csrf", False) for auth in api.auth or ()),
+            "add_csrf": isinstance(api.auth, list | tuple)
+            and any(getattr(auth, "csrf", False) for auth in api.auth),
         }
         return render(request, self.template, context)
 

@@ -298,17 +298,19 @@ class _Importer:
             per_request=fmt.per_request,
         )
         first_row = source.first_row  # CSV's header is row 1
+        batches = _focused(source.batches(columns.source_columns, rows=_batch_rows()), fmt, columns)
+        if fmt.per_request:
+            # The database has little to do: the next batch is read and mapped meanwhile.
+            batches = read_ahead(batches)
         try:
-            batches = _focused(
-                source.batches(columns.source_columns, rows=_batch_rows()), fmt, columns
-            )
-            if fmt.per_request:
-                # The database has little to do: the next batch is read and mapped meanwhile.
-                batches = read_ahead(batches)
             for batch, focus in batches:
                 self._file_rows = first_row - source.first_row  # read before this batch
                 if isinstance(focus, SourceValueError):
                     raise focus.at(source.label, first_row) from None
+                if not len(next(iter(focus.values()))):  # every request was listed before
+                    first_row += batch.num_rows
+                    self.rows_done += batch.num_rows
+                    continue
                 extras = fmt.extras(batch, columns)
                 lines = normaliser.normalise(focus, extras, first_row=first_row)
                 first_row += batch.num_rows
@@ -332,6 +334,8 @@ class _Importer:
             if isinstance(exc, BillingRowError) and source.kind == "json":
                 raise source.json_row_error(exc) from None  # named by its JSON path
             raise
+        finally:
+            batches.close()  # stops a read-ahead thread at once
         if first_row == source.first_row:
             raise source.fail("has a header but no rows" if first_row == 2 else "has no rows")
         self._file_notes.extend(n for n in columns.notes if n not in self._file_notes)

@@ -38,12 +38,15 @@ TS = pa.timestamp("us", tz="UTC")
 DAY_US = 86_400_000_000  # a day in microseconds: a UTC timestamp's day is a division
 
 
+NULL_SPELLINGS = ("", "NULL", "null", "Null")
+
+
 @cache
 def _null_tokens() -> pa.Array:
     """The spellings of null, made when first needed: pyarrow's array() of a Python list imports
     pandas (to ask whether it is a pandas object), about 0.4 s of CPU that every process paid at
     startup for this one constant."""
-    return pa.array(["", "NULL", "null", "Null"], pa.string())
+    return pa.array(NULL_SPELLINGS, pa.string())
 
 
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -92,19 +95,12 @@ TEXT_SUFFIX = "__text"
 SOURCE_INDEX = "_source_index"
 # How many source rows a line holds: present where a format's per-request rows were rolled up.
 SOURCE_ROWS = "_source_rows"
-# A per-request row's measures, summed when its day's requests become one line.
+# A per-request row's measures, summed when its day's requests become one line: every decimal
+# column of a line is an amount or a quantity (no unit price is kept), and the model API counts.
 PER_REQUEST_SUMS = (
-    "BilledCost",
-    "EffectiveCost",
-    "ListCost",
-    "ContractedCost",
-    "ConsumedQuantity",
-    "PricingQuantity",
+    *(column.name for column in COLUMNS if column.kind == "decimal"),
     API_TOKENS,
     API_REQUESTS,
-)
-END_BEFORE_START = (
-    "is before the charge's start (ChargePeriodStart): the charge ends before it starts"
 )
 MAX_LENGTHS = {
     f.column: f.max_length
@@ -189,7 +185,8 @@ _BLANK_FIRST = np.zeros(256, bool)
 _BLANK_FIRST[: ord(" ") + 1] = True
 _BLANK_FIRST[0x80:] = True  # a multi-byte character: perhaps a Unicode space
 _NULL_FIRST = np.zeros(256, bool)
-_NULL_FIRST[[ord("N"), ord("n")]] = True
+_NULL_FIRST[[ord(spelling[0]) for spelling in NULL_SPELLINGS if spelling]] = True
+_NULL_LONGEST = max(len(spelling.encode()) for spelling in NULL_SPELLINGS)
 
 
 def _may_be_blank(array: pa.Array, spelled_nulls: bool) -> bool:
@@ -210,7 +207,7 @@ def _may_be_blank(array: pa.Array, spelled_nulls: bool) -> bool:
         first = data[np.minimum(offsets[:-1], len(data) - 1)]
     suspect = (lengths == 0) | _BLANK_FIRST[first]
     if spelled_nulls:
-        suspect |= (lengths <= 4) & _NULL_FIRST[first]
+        suspect |= (lengths <= _NULL_LONGEST) & _NULL_FIRST[first]
     if array.null_count:
         bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
         suspect &= bits[array.offset : array.offset + len(array)].view(bool)
@@ -304,9 +301,7 @@ class FocusNormaliser:
             if isinstance(typed, tuple):
                 typed, text = typed
                 out[column.field + TEXT_SUFFIX] = text
-            if column.not_null and typed.null_count:
-                index = pc.index(pc.is_null(typed), True).as_py()
-                raise self._fail(column.name, index, first_row, None, _expected(column))
+            self._refuse_null(column, typed, first_row)
             limit = MAX_LENGTHS.get(column.field)
             # Bytes bound characters from above: count characters only when bytes exceed.
             if (
@@ -341,7 +336,7 @@ class FocusNormaliser:
         for name, array in extras.items():
             self._refuse_nul(name, array, first_row)
         out["extra"] = self._extra_json(extras, length)
-        self._check_lines(out, first_row)
+        self._check_lines(out, first_row, cost_floor=not self.per_request)
         return pa.table(out)
 
     def _per_day(
@@ -371,22 +366,41 @@ class FocusNormaliser:
                         number = self._typed(focus[name], array, first_row)
                         typed[id(array)] = number[0] if isinstance(number, tuple) else number
                     array = typed[id(array)]
+                    self._refuse_null(focus[name], array, first_row)  # a sum would skip it
                 summed[name] = array
-        start = self._datetime(focus["ChargePeriodStart"], arrays["ChargePeriodStart"], first_row)
-        end = arrays.get("ChargePeriodEnd")
-        if end is not None:
-            end = self._datetime(focus["ChargePeriodEnd"], end, first_row)
-            broken = pc.fill_null(pc.less(end, start), False)
-            if pc.any(broken).as_py():
-                index = pc.index(broken, True).as_py()
-                raise self._fail(
-                    "ChargePeriodEnd",
-                    index,
-                    first_row,
-                    _moment(end[index].as_py()),
-                    "",
-                    problem=END_BEFORE_START,
-                )
+        times = {}
+        for name in (
+            "ChargePeriodStart",
+            "ChargePeriodEnd",
+            "BillingPeriodStart",
+            "BillingPeriodEnd",
+        ):
+            if name in arrays:
+                times[name] = self._datetime(focus[name], arrays[name], first_row)
+                self._refuse_null(focus[name], times[name], first_row)
+        start = times["ChargePeriodStart"]
+        end = times.get("ChargePeriodEnd")
+        # A whole line's checks, on each row: a group's span or sum could hide the row at fault.
+        length = len(start)
+        self._check_lines(
+            {
+                "billing_period_start": times.get("BillingPeriodStart", pa.nulls(length, TS)),
+                "billing_period_end": times.get("BillingPeriodEnd", pa.nulls(length, TS)),
+                "charge_period_start": start,
+                "charge_period_end": start if end is None else end,
+                **{
+                    column.field: (
+                        self._enum(column, arrays[column.name], first_row)
+                        if column.name in arrays
+                        else pa.nulls(length, pa.string())
+                    )
+                    for column in (focus["ChargeCategory"], focus["ChargeClass"])
+                },
+                "billed_cost": summed.get("BilledCost", pa.nulls(length, DEC)),
+                "effective_cost": summed.get("EffectiveCost", pa.nulls(length, DEC)),
+            },
+            first_row,
+        )
         keys = {
             **{f"a:{name}": array for name, array in arrays.items() if name not in summed},
             **{f"x:{name}": array for name, array in extras.items()},
@@ -448,6 +462,11 @@ class FocusNormaliser:
         if column.kind == "json":
             return self._json_object(column.name, array, first_row)
         return self._clean(array)
+
+    def _refuse_null(self, column: Column, array: pa.Array, first_row: int) -> None:
+        if column.not_null and array.null_count:
+            index = pc.index(pc.is_null(array), True).as_py()
+            raise self._fail(column.name, index, first_row, None, _expected(column))
 
     def _refuse_nul(self, name: str, array: pa.Array, first_row: int) -> None:
         """A NUL byte is binary data: no database text holds it."""
@@ -612,7 +631,9 @@ class FocusNormaliser:
 
     # -- the line as a whole -----------------------------------------------------------------
 
-    def _check_lines(self, out: dict[str, pa.Array], first_row: int) -> None:
+    def _check_lines(
+        self, out: dict[str, pa.Array], first_row: int, *, cost_floor: bool = True
+    ) -> None:
         """Refuse what no real bill holds (the window above): dates out of all proportion to
         the billing period, charges that end before they start, huge negative usage."""
         period_start = out["billing_period_start"]
@@ -662,7 +683,12 @@ class FocusNormaliser:
             period_end,
             "makes the billing period longer than 92 days",
         )
-        refuse(pc.less(end, start), "ChargePeriodEnd", end, END_BEFORE_START)
+        refuse(
+            pc.less(end, start),
+            "ChargePeriodEnd",
+            end,
+            "is before the charge's start (ChargePeriodStart): the charge ends before it starts",
+        )
         refuse(
             pc.or_(
                 pc.less(start, shift(period_start, -CORRECTION_REACH)),
@@ -696,6 +722,8 @@ class FocusNormaliser:
             "is outside the billing period of this usage charge (only a correction, ChargeClass "
             "= Correction, may charge an earlier period)",
         )
+        if not cost_floor:  # sums of rows that each passed it (per-request rows rolled up)
+            return
         floor = pa.scalar(USAGE_COST_FLOOR, DEC)
         for field, column in (("billed_cost", "BilledCost"), ("effective_cost", "EffectiveCost")):
             refuse(

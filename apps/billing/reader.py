@@ -14,6 +14,7 @@ import io
 import json
 import threading
 import zlib
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,9 +82,9 @@ class SourceFile:
     bytes_read: int = 0
     json_shape: str = ""  # json: the page shape (json_pages.SHAPES)
     _columns: list[str] = field(default_factory=list)
-    # json: the JSON path of each row of the batch being read, and the batch's first row number.
-    _json_paths: list[str] = field(default_factory=list)
-    _json_first: int = 1
+    # json: the last batches read, each as its first row number and the JSON path of each row
+    # (several: a batch read ahead on a thread may have followed the one whose row failed).
+    _json_batches_read: deque = field(default_factory=lambda: deque(maxlen=3))
 
     @property
     def label(self) -> str:
@@ -96,10 +97,12 @@ class SourceFile:
 
     def json_row_error(self, exc: BillingRowError) -> BillingRowError:
         """A row error of a JSON page file said by the JSON path of the value."""
-        index = exc.row - self._json_first
-        if not 0 <= index < len(self._json_paths):
+        for first, paths in self._json_batches_read:
+            if 0 <= exc.row - first < len(paths):
+                break
+        else:
             return exc
-        path = f"{self._json_paths[index]}.{exc.column}"
+        path = f"{paths[exc.row - first]}.{exc.column}"
         message = str(exc).split(f"column {exc.column}: ", 1)[-1]
         error = BillingRowError(self.label, exc.row, exc.column, exc.value, "")
         error.args = (f"{self.label}: {path} (record {exc.row}): {message}",)
@@ -341,12 +344,12 @@ class SourceFile:
                 paths.append(path)
                 number += 1
                 if len(paths) == rows:
-                    self._json_paths, self._json_first = paths, number - len(paths) + 1
+                    self._json_batches_read.append((number - len(paths) + 1, paths))
                     yield _text_batch(values, columns)
                     values = {name: [] for name in columns}
                     paths = []
             if paths:
-                self._json_paths, self._json_first = paths, number - len(paths) + 1
+                self._json_batches_read.append((number - len(paths) + 1, paths))
                 yield _text_batch(values, columns)
         except (ValueError, json_pages.ijson.JSONError) as exc:  # ijson's and the shape's
             hasher.cancelled.set()

@@ -66,8 +66,11 @@ def unix_seconds(array: pa.Array, column: str) -> pa.Array:
 
 def integers(array: pa.Array, column: str) -> pa.Array:
     """A count of tokens or requests (`10`, or `10.0` as exports write them), whole."""
-    with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return pc.cast(pc.cast(array, pa.int64()), COUNT)  # the common case, parsed quickest
+    # The common case parses quickest as integers; Arrow's integer cast also reads hexadecimal
+    # (0x1A), which is no count: text with an x takes the decimal path, which refuses it.
+    if not pc.any(pc.match_substring(array, "x", ignore_case=True)).as_py():
+        with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return pc.cast(pc.cast(array, pa.int64()), COUNT)
     try:
         return pc.cast(pc.cast(array, DEC), COUNT)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

@@ -238,10 +238,12 @@ class _Nested:
 
 
 def _pairs(value, index: int, columns: GcpColumnMap, gcp_name: str) -> dict[str, str]:
-    """`[{'key': k, 'value': v}, …]` → {k: v}; anything but a list is refused (a `1` where the
-    labels should be)."""
+    """`[{'key': k, 'value': v}, …]` (or `{k: v}`) → {k: v}; anything else is refused (a `1`
+    where the labels should be)."""
     if value is None:
         return {}
+    if isinstance(value, dict):  # labels written as an object of keys and values
+        return {str(key): "" if item is None else str(item) for key, item in value.items()}
     if not isinstance(value, list):
         raise SourceValueError(
             index, columns.present[gcp_name], value, "a list of labels, each with a key and a value"

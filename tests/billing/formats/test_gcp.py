@@ -209,6 +209,17 @@ def test_labels_that_are_no_list_are_named(acme, tmp_path):
     assert CostLineItem.objects.count() == 0
 
 
+def test_labels_written_as_an_object_are_read_as_keys_and_values(acme, tmp_path):
+    rows = gcp_rows()
+    rows[1]["labels"] = '{"project": "nlp", "stage": null}'
+
+    run = run_import(write_gcp(tmp_path / "gcp.csv", rows))
+
+    assert run.status == ImportRun.Status.SUCCEEDED, run.error
+    tags = CostLineItem.objects.filter(source_row=3).values_list("tags", flat=True).get()
+    assert tags == {"project": "nlp", "stage": ""}
+
+
 def test_a_bad_invoice_month_and_a_bad_cost_are_named_by_row_and_column(acme, tmp_path):
     rows = gcp_rows()
     rows[3]["invoice.month"] = "2025-01"

@@ -2,6 +2,7 @@
 day and all else the requests share: exact sums, the first start and the last end, the group's
 first row; each request counted once; a bad value named by its own row."""
 
+import json
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -172,3 +173,49 @@ def test_a_bad_value_shared_by_a_group_is_named_by_the_first_row_holding_it(acme
     assert run.results[0]["error"] == (
         f"spend.csv: row 3, column team_id: '{team[:79]}…' is not text of at most 200 characters"
     )
+
+
+def test_a_missing_spend_is_refused_by_its_own_row_not_summed_away(acme, tmp_path):
+    rows = day_of_requests()
+    rows[4]["spend"] = ""  # row 6, in the group of rows 2 and 3
+    run = run_import(pages.write_litellm_csv(tmp_path / "spend.csv", rows))
+    assert run.status == ImportRun.Status.FAILED
+    assert run.results[0]["error"] == (
+        "spend.csv: row 6, column spend: empty, but a decimal number is required"
+    )
+    assert CostLineItem.objects.count() == 0
+
+
+def test_a_hexadecimal_token_count_is_refused(acme, tmp_path):
+    rows = day_of_requests()
+    rows[2]["total_tokens"] = "0x1A"
+    run = run_import(pages.write_litellm_csv(tmp_path / "spend.csv", rows))
+    assert run.status == ImportRun.Status.FAILED
+    assert run.results[0]["error"] == (
+        "spend.csv: row 4, column total_tokens: '0x1A' is not a whole number"
+    )
+
+
+def test_batches_read_ahead_name_a_bad_record_by_its_json_path(acme, tmp_path, settings):
+    settings.BILLING_IMPORT_BATCH_ROWS = 2
+    rows = [{**row, "total_tokens": None} for row in day_of_requests()]
+    rows[4]["spend"] = "n/a"  # the third batch's first record
+    path = tmp_path / "spend.json"
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    run = run_import(path)
+    assert run.status == ImportRun.Status.FAILED
+    assert run.results[0]["error"] == (
+        "spend.json: [4].spend (record 5): 'n/a' is not a decimal number"
+    )
+
+
+def test_a_batch_of_requests_all_listed_before_is_skipped(acme, tmp_path, settings):
+    settings.BILLING_IMPORT_BATCH_ROWS = 2
+    rows = [{**row, "total_tokens": None} for row in day_of_requests()[:2]]
+    path = tmp_path / "spend.json"
+    path.write_text(json.dumps([*rows, *rows, rows[0]]), encoding="utf-8")
+    run = run_import(path)
+    assert run.status == ImportRun.Status.SUCCEEDED, run.error
+    assert run.billed_cost == {"USD": "0.003"}
+    assert run.results[0]["notes"] == ["requests listed more than once are counted once"]
+    assert Delivery.objects.values_list("rows", "line_items").get() == (2, 1)

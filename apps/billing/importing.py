@@ -453,13 +453,10 @@ class _Importer:
             tally = _by_id(tallies, item["delivery_id"])
             tally.billed[item["billing_currency"]] += item["billed_cost_sum"]
             tally.effective[item["billing_currency"]] += item["effective_cost_sum"]
-        if SOURCE_ROWS in lines.column_names:
-            counted = lines.group_by("delivery_id").aggregate([(SOURCE_ROWS, "sum")])
-            for item in counted.to_pylist():
-                _by_id(tallies, item["delivery_id"]).rows += item[f"{SOURCE_ROWS}_sum"]
+        rolled_up = SOURCE_ROWS in lines.column_names
         spans = lines.group_by("delivery_id").aggregate(
             [
-                ([], "count_all"),
+                (SOURCE_ROWS, "sum") if rolled_up else ([], "count_all"),
                 ("charge_period_start", "min"),
                 ("charge_period_start", "max"),
                 ("charge_period_end", "max"),
@@ -467,8 +464,7 @@ class _Importer:
         )
         for item in spans.to_pylist():
             tally = _by_id(tallies, item["delivery_id"])
-            if SOURCE_ROWS not in lines.column_names:
-                tally.rows += item["count_all"]
+            tally.rows += item[f"{SOURCE_ROWS}_sum"] if rolled_up else item["count_all"]
             tally.first_start = _earliest(tally.first_start, item["charge_period_start_min"])
             tally.last_start = _latest(tally.last_start, item["charge_period_start_max"])
             tally.last_end = _latest(tally.last_end, item["charge_period_end_max"])

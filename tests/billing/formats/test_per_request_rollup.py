@@ -219,3 +219,17 @@ def test_a_batch_of_requests_all_listed_before_is_skipped(acme, tmp_path, settin
     assert run.billed_cost == {"USD": "0.003"}
     assert run.results[0]["notes"] == ["requests listed more than once are counted once"]
     assert Delivery.objects.values_list("rows", "line_items").get() == (2, 1)
+
+
+def test_requests_of_two_months_are_two_deliveries_each_counting_its_rows(acme, tmp_path):
+    rows = [
+        request(1, "0.001", "2025-01-31T10:00:00Z", "2025-01-31T10:00:01Z"),
+        request(2, "0.002", "2025-01-31T11:00:00Z", "2025-01-31T11:00:01Z"),
+        request(3, "0.004", "2025-02-01T09:00:00Z", "2025-02-01T09:00:01Z"),
+    ]
+    run = run_import(pages.write_litellm_csv(tmp_path / "spend.csv", rows))
+    assert run.status == ImportRun.Status.SUCCEEDED, run.error
+    deliveries = Delivery.objects.order_by("billing_period_start").values_list(
+        "billing_period_start__month", "rows", "line_items", "billed_cost"
+    )
+    assert list(deliveries) == [(1, 2, 1, {"USD": "0.003"}), (2, 1, 1, {"USD": "0.004"})]

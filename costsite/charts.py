@@ -118,10 +118,16 @@ def _escape_layout(layout):
 def escape_figure_text(figure: dict) -> None:
     """Escape, in place, every label and hover text of a plain figure (the site template,
     code of plotly's own, is merged in afterwards)."""
+    # Traces often share one list (the x of stacked bars): it is escaped once and stays shared.
+    # The original is kept with its copy, so that its id is not reused while this runs.
+    escaped: dict[int, tuple] = {}
     for trace in figure.get("data", []):
         for key in TRACE_TEXT:
             if key in trace:
-                trace[key] = _escaped(trace[key])
+                value = trace[key]
+                if id(value) not in escaped:
+                    escaped[id(value)] = (value, _escaped(value))
+                trace[key] = escaped[id(value)][1]
         _escape_layout(trace.get("legendgrouptitle"))
     _escape_layout(figure.get("layout", {}))
 
@@ -162,6 +168,13 @@ def _moment(value) -> datetime | None:
     return None
 
 
+def _stack_key(x) -> object:
+    """Where a bar stacks: its x, as JSON would spell it (1 and 1.0, "1" and 1 stay apart)."""
+    if isinstance(x, str):
+        return x
+    return json.dumps(x, default=str)
+
+
 def _value_axes(plain: dict) -> dict[str, list[float]]:
     """Per value axis, the heights drawn on it: stacked bars add up per x."""
     layout = plain.get("layout", {})
@@ -182,7 +195,7 @@ def _value_axes(plain: dict) -> dict[str, list[float]]:
             column = stacks.setdefault(axis, {})
             for x, y in zip(trace.get("x") or range(len(ys)), ys, strict=False):
                 if isinstance(y, (int, float)):
-                    key = json.dumps(x, default=str)
+                    key = _stack_key(x)
                     column[key] = column.get(key, 0.0) + float(y)
             heights.setdefault(axis, []).extend(_numbers(ys))
         else:
@@ -222,12 +235,16 @@ def _tidy_date_axes(plain: dict) -> None:
     layout = plain.setdefault("layout", {})
     moments: dict[str, list[datetime]] = {}
     bars: dict[str, list[dict]] = {}
+    # Stacked traces share one list of x values: each list is parsed once.
+    parsed_lists: dict[int, list] = {}
     for trace in plain.get("data", []):
         xs = trace.get("x")
         if not isinstance(xs, list) or not xs:
             continue
         name = _axis_name(trace, "x")
-        parsed = [_moment(x) for x in xs if x is not None]
+        if id(xs) not in parsed_lists:
+            parsed_lists[id(xs)] = [_moment(x) for x in xs if x is not None]
+        parsed = parsed_lists[id(xs)]
         if layout.get(name, {}).get("type") == "date" or (parsed and all(parsed)):
             moments.setdefault(name, []).extend(m for m in parsed if m)
             if trace.get("type") == "bar":

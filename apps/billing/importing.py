@@ -38,6 +38,8 @@ from .loader import (
     LineSink,
     RollupAccumulator,
     monthly_rebuild,
+    storage_summary_drop,
+    storage_summary_rebuild,
 )
 from .models import (
     BillingSource,
@@ -559,6 +561,7 @@ class _Importer:
             delivery.save()
             rollups.write(delivery_ids=[delivery.pk])
             monthly_rebuild(delivery_id=delivery.pk)
+            storage_summary_rebuild(delivery_id=delivery.pk)
             _announce_delivery(delivery, current)
             result.update(
                 status="succeeded",
@@ -652,6 +655,7 @@ def delivery_drop_lines(*, delivery: Delivery) -> None:
     MonthlyCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyResourceCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyStorageCost.objects.filter(delivery_id=delivery.pk).delete()
+    storage_summary_drop(delivery_id=delivery.pk)
     DailyModelApiCost.objects.filter(delivery_id=delivery.pk).delete()
 
 

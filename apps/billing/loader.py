@@ -16,20 +16,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 from django.db import connection
-from django.db.models import Case, Count, DecimalField, F, Max, Sum, Value, When
+from django.db.models import Case, Count, DecimalField, F, Max, Q, Sum, Value, When
 from django.db.models.functions import Coalesce, Lower, TruncDate, TruncMonth
 
 from .model_api_rollup import ModelApiRollup, model_api_rollup_rebuild
 from .models import (
     CostLineItem,
+    DailyBucketStorage,
     DailyCost,
     DailyResourceCost,
     DailyStorageCost,
+    DailyStorageSummary,
+    DailyStorageTotal,
     Delivery,
     MonthlyCost,
+    MonthlyStorageSummary,
 )
 from .normalise import DEC, HOUR_UNITS, TEXT_SUFFIX
-from .storage import STORAGE_LINE_COLUMNS, StorageFacts, storage_rows
+from .storage import STORAGE_LINE_COLUMNS, ByteSum, StorageFacts, UsageClass, storage_rows
 from .storage import group as storage_group
 
 NAIVE = pa.timestamp("us")
@@ -535,6 +539,77 @@ def storage_rebuild(*, delivery_id: int, start=None, end=None, facts=None) -> No
         where.append("charge_period_start >= %s AND charge_period_start < %s")
         params += [start, end]
     write_storage_from_sql(table, " AND ".join(where), params, facts or StorageFacts.load())
+    storage_summary_rebuild(delivery_id=delivery_id)
+
+
+SUMMARY_KEYS = [
+    "delivery_id",
+    "data_class",
+    "usage_class",
+    "transfer_from",
+    "transfer_to",
+    "billing_currency",
+]
+BUCKET_KEYS = ["delivery_id", "day", "resource_id", "project_id", "data_class", "billing_currency"]
+
+
+STORAGE_SUMMARIES = (
+    DailyStorageSummary,
+    MonthlyStorageSummary,
+    DailyStorageTotal,
+    DailyBucketStorage,
+)
+
+
+def storage_summary_drop(*, delivery_id: int | None) -> None:
+    """Delete a delivery's rows (every delivery's: None) of the storage page's rollups."""
+    mine = Q() if delivery_id is None else Q(delivery_id=delivery_id)
+    for model in STORAGE_SUMMARIES:
+        model.objects.filter(mine).delete()
+
+
+def storage_summary_rebuild(*, delivery_id: int | None) -> None:
+    """Recompute a delivery's rows (every delivery's: None) of the storage page's rollups from its
+    storage rollup rows, after those changed: per project and day (DailyStorageSummary), then per
+    project and month and for the whole organisation per day (both from those), and per bucket
+    and day (DailyBucketStorage). A grouped INSERT ... SELECT each, of a few thousand rows a
+    month."""
+    storage_summary_drop(delivery_id=delivery_id)
+    mine = Q() if delivery_id is None else Q(delivery_id=delivery_id)
+    # SQLite: byte sums are float totals, as its decimals are (a month of a large bucket's
+    # byte-seconds is past a 64-bit integer).
+    sums = {
+        "effective_cost": Sum("effective_cost"),
+        "stored_byte_seconds": ByteSum("stored_byte_seconds"),
+        "moved_bytes": ByteSum("moved_bytes"),
+    }
+    storage = DailyStorageCost.objects.filter(mine)
+    daily = DailyStorageSummary.objects.filter(mine)
+    _insert_select(
+        DailyStorageSummary,
+        storage.values(*SUMMARY_KEYS, "day", "project_id").annotate(**sums).order_by(),
+    )
+    _insert_select(
+        MonthlyStorageSummary,
+        daily.annotate(month=TruncMonth("day"))
+        .values(*SUMMARY_KEYS, "month", "project_id")
+        .annotate(**sums)
+        .order_by(),
+    )
+    _insert_select(
+        DailyStorageTotal, daily.values(*SUMMARY_KEYS, "day").annotate(**sums).order_by()
+    )
+    _insert_select(
+        DailyBucketStorage,
+        storage.filter(usage_class__in=UsageClass.STORAGE)
+        .exclude(resource_id="")
+        .values(*BUCKET_KEYS)
+        .annotate(
+            effective_cost=Sum("effective_cost"),
+            stored_byte_seconds=ByteSum("stored_byte_seconds"),
+        )
+        .order_by(),
+    )
 
 
 def write_storage_from_sql(table: str, where: str, params: list, facts: StorageFacts) -> int:

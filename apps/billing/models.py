@@ -708,6 +708,109 @@ class DailyStorageCost(models.Model):
         return f"{self.day} {self.usage_class} {self.data_class} {self.resource_id}"
 
 
+class StorageSummary(models.Model):
+    """What the storage page's rollups of DailyStorageCost share: its rows summed, per delivery, to
+    data class × usage class × transfer source and destination × currency, without the run,
+    deployment, model, provider, region or bucket. Rebuilt from the delivery's storage rollup
+    rows whenever those change (`loader.storage_summary_rebuild`). Aggregate, like the other
+    rollups."""
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="+")
+    data_class = models.CharField(max_length=20)
+    usage_class = models.CharField(max_length=20)
+    transfer_from = models.CharField(max_length=100, blank=True)
+    transfer_to = models.CharField(max_length=100, blank=True)
+    billing_currency = models.CharField(max_length=10)
+    effective_cost = models.DecimalField(**MONEY)
+    stored_byte_seconds = models.DecimalField(max_digits=38, decimal_places=6, default=0)
+    moved_bytes = models.DecimalField(max_digits=38, decimal_places=6, default=0)
+
+    class Meta:
+        abstract = True
+
+
+class DailyStorageSummary(StorageSummary):
+    """UTC day × project at the storage page's grain: what a project's page, a team lead's and
+    the per-project figures read. A year of the benchmark organisation is 6x fewer rows than
+    DailyStorageCost (buckets and volumes add up)."""
+
+    day = models.DateField()
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["day"], name="storagesummary_day_idx"),
+            models.Index(fields=["project", "day"], name="storagesummary_project_day_idx"),
+            # Transfer is a few rows a day among the storage ones.
+            models.Index(fields=["usage_class", "day"], name="storagesummary_usage_day_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.usage_class} {self.data_class}"
+
+
+class MonthlyStorageSummary(StorageSummary):
+    """DailyStorageSummary summed per calendar month (UTC): what the per-project figures of a long
+    range read for its whole months, the ragged ends from the daily rows (as MonthlyCost is to
+    DailyCost)."""
+
+    month = models.DateField(help_text="The month's first day.")
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["month"], name="storagemonth_month_idx"),
+            models.Index(fields=["project", "month"], name="storagemonth_project_month_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.usage_class} {self.data_class}"
+
+
+class DailyStorageTotal(StorageSummary):
+    """UTC day at the storage page's grain for the whole organisation (what staff see, attributed
+    or not): a few rows a day however many projects there are."""
+
+    day = models.DateField()
+
+    class Meta:
+        indexes = [models.Index(fields=["day"], name="storagetotal_day_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.usage_class} {self.data_class}"
+
+
+class DailyBucketStorage(models.Model):
+    """UTC day × bucket or volume: the stored bytes and storage spend of the storage lines that
+    name their resource, with its project and data class, per delivery. The fastest-growing
+    buckets read two weeks of it: the same rows as DailyStorageCost's, a third of the width.
+    Rebuilt with the storage page's other rollups. Aggregate."""
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    resource_id = models.CharField(max_length=1000)
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    data_class = models.CharField(max_length=20)
+    billing_currency = models.CharField(max_length=10)
+    effective_cost = models.DecimalField(**MONEY)
+    stored_byte_seconds = models.DecimalField(max_digits=38, decimal_places=6, default=0)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["day"], name="bucketstorage_day_idx"),
+            models.Index(fields=["project", "day"], name="bucketstorage_project_day_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.resource_id}"
+
+
 class DailyModelApiCost(models.Model):
     """UTC day × owner × provider × model × token direction of model API lines, per delivery:
     what the pages read for spend by model, tokens and cost per million tokens. Aggregate."""

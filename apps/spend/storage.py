@@ -1,7 +1,12 @@
-"""What the storage and egress page reads: the storage rollup (billing's DailyStorageCost).
+"""What the storage and egress page reads: billing's storage rollups, each at the grain a figure
+needs. The growth and the egress matrix read DailyStorageTotal (day × data class × usage class ×
+transfer ends: a few rows a day) for the whole organisation, DailyStorageSummary (the same per
+project) for some projects; the per-project figures read DailyStorageSummary, and
+MonthlyStorageSummary for a long range's whole months; the fastest-growing buckets
+DailyBucketStorage. A model's storage reads DailyStorageCost, which keeps the model.
 
 Stored bytes of a day are its byte-seconds over 86,400 (the average held that day); a period's
-"now" is its last day. Every figure is one grouped query over the rollup, in the organisation's
+"now" is its last day. Every figure is one grouped query over a rollup, in the organisation's
 currency, limited to the projects the user sees (staff also see what no project claims).
 """
 
@@ -10,19 +15,28 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
+from functools import cached_property
 
 from django.core.cache import cache
-from django.db.models import Max, Q, QuerySet, Sum
+from django.db.models import DecimalField, F, Max, Q, QuerySet, Sum, Value
 
-from apps.billing.models import DailyStorageCost
+from apps.billing.models import (
+    DailyBucketStorage,
+    DailyStorageCost,
+    DailyStorageSummary,
+    DailyStorageTotal,
+    MonthlyStorageSummary,
+)
 from apps.billing.storage import ByteSum, DataClass, UsageClass
 from apps.projects.models import Project
 
 from .figures import cached_rows
+from .rollup import rollup_plan
 
 DAY_SECONDS = Decimal(86400)
 FORECAST_DAYS = 90
 FORECAST_CACHE_SECONDS = 24 * 3600
+BYTES = DecimalField(max_digits=38, decimal_places=6)
 STORAGE = Q(usage_class__in=UsageClass.STORAGE)
 TRANSFER = Q(usage_class__in=UsageClass.TRANSFER)
 
@@ -35,8 +49,30 @@ class StorageScope:
     projects: QuerySet[Project] | None = None  # None: everything, attributed or not
     project: Project | None = None
 
-    def rows(self) -> QuerySet[DailyStorageCost]:
-        rows = DailyStorageCost.objects.filter(billing_currency=self.currency)
+    @property
+    def everything(self) -> bool:
+        return self.project is None and self.projects is None
+
+    def totals(self) -> QuerySet[DailyStorageTotal] | QuerySet[DailyStorageSummary]:
+        """At the page's grain, without the project (its rows have no project column)."""
+        if self.everything:
+            return DailyStorageTotal.objects.filter(billing_currency=self.currency)
+        return self.by_project()
+
+    def by_project(self) -> QuerySet[DailyStorageSummary]:
+        """At the page's grain, per project."""
+        return self._scoped(DailyStorageSummary.objects.all())
+
+    def by_project_monthly(self) -> QuerySet[MonthlyStorageSummary]:
+        """At the page's grain, per project and month."""
+        return self._scoped(MonthlyStorageSummary.objects.all())
+
+    def buckets(self) -> QuerySet[DailyBucketStorage]:
+        """Per bucket or volume."""
+        return self._scoped(DailyBucketStorage.objects.all())
+
+    def _scoped(self, rows: QuerySet) -> QuerySet:
+        rows = rows.filter(billing_currency=self.currency)
         if self.project is not None:
             return rows.filter(project=self.project)
         if self.projects is not None:
@@ -60,17 +96,24 @@ class Growth:
     bytes_by_class: dict[str, list[Decimal]]
     spend_by_class: dict[str, list[Decimal]]
 
-    @property
+    @cached_property
     def total_bytes(self) -> list[Decimal]:
-        return [sum(v[i] for v in self.bytes_by_class.values()) for i in range(len(self.days))]
+        return _day_totals(self.bytes_by_class, len(self.days))
 
-    @property
+    @cached_property
     def total_spend(self) -> list[Decimal]:
-        return [sum(v[i] for v in self.spend_by_class.values()) for i in range(len(self.days))]
+        return _day_totals(self.spend_by_class, len(self.days))
 
     @property
     def is_empty(self) -> bool:
         return not any(self.total_bytes) and not any(self.total_spend)
+
+
+def _day_totals(by_class: dict[str, list[Decimal]], days: int) -> list[Decimal]:
+    totals = [Decimal(0)] * days
+    for values in by_class.values():
+        totals = [a + b for a, b in zip(totals, values, strict=True)]
+    return totals
 
 
 def storage_growth(*, scope: StorageScope, start: date, end: date) -> Growth:
@@ -80,7 +123,7 @@ def storage_growth(*, scope: StorageScope, start: date, end: date) -> Growth:
     by_bytes: dict[str, list[Decimal]] = {}
     by_spend: dict[str, list[Decimal]] = {}
     rows = (
-        scope.rows()
+        scope.totals()
         .filter(STORAGE, day__gte=start, day__lt=end)
         .values("day", "data_class")
         .annotate(stored=ByteSum("stored_byte_seconds"), spend=Sum("effective_cost"))
@@ -218,26 +261,28 @@ class Bucket:
 
 def fastest_buckets(*, scope: StorageScope, end: date, limit: int = 10) -> list[Bucket]:
     """Buckets and volumes by bytes added per week over the last four weeks (last week's average
-    against the week four weeks before), summed per bucket in the database. A bucket of several
-    data classes or projects shows the last of them by name."""
+    against the week four weeks before), summed per bucket and ranked in the database from those
+    two weeks' rows alone. A bucket of several data classes or projects shows the last of them by
+    name."""
     now = end - timedelta(days=7)
     before = (end - timedelta(days=35), end - timedelta(days=28))
     week = DAY_SECONDS * 7
     rows = (
-        scope.rows()
-        .filter(STORAGE, day__gte=before[0], day__lt=end)
-        .exclude(resource_id="")
+        scope.buckets()
+        .filter(Q(day__gte=before[0], day__lt=before[1]) | Q(day__gte=now, day__lt=end))
         .values("resource_id")
         .annotate(
             now=ByteSum("stored_byte_seconds", filter=Q(day__gte=now), default=0),
             before=ByteSum("stored_byte_seconds", filter=Q(day__lt=before[1]), default=0),
+            added=F("now") - F("before"),
             spend=Sum("effective_cost", filter=Q(day__gte=now), default=0),
             project_name=Max("project__name"),
             data_class=Max("data_class"),
         )
-        .order_by()
+        .filter(added__gt=0)
+        .order_by("-added", "resource_id")[:limit]
     )
-    buckets = [
+    return [
         Bucket(
             resource_id=row["resource_id"],
             project=row["project_name"] or "",
@@ -247,10 +292,7 @@ def fastest_buckets(*, scope: StorageScope, end: date, limit: int = 10) -> list[
             spend=row["spend"],
         )
         for row in cached_rows(rows)
-        if row["now"] > row["before"]
     ]
-    buckets.sort(key=lambda b: (-b.growth_per_week, b.resource_id))
-    return buckets[:limit]
 
 
 @dataclass
@@ -281,7 +323,7 @@ class EgressMatrix:
 def egress_matrix(*, scope: StorageScope, start: date, end: date) -> EgressMatrix:
     """Bytes moved and their spend per (source region, destination), all transfer kinds."""
     rows = (
-        scope.rows()
+        scope.totals()
         .filter(TRANSFER, day__gte=start, day__lt=end)
         .values("transfer_from", "transfer_to")
         .annotate(moved=ByteSum("moved_bytes"), spend=Sum("effective_cost"))
@@ -324,10 +366,16 @@ def per_project(*, scope: StorageScope, start: date, end: date) -> list[ProjectS
             "egress": Decimal(0),
         }
     )
-    # Per project and usage class: a few hundred rows, whatever the period's length.
+    # Per project and usage class: a few hundred rows, whatever the period's length. Whole months
+    # are read from the monthly rows; the ragged ends and the last day (the bytes it holds) from
+    # the daily ones, in one query.
+    plan = rollup_plan(start, last)
+    days = Q(day__gte=last, day__lt=end)
+    for day_range in plan.day_ranges:
+        days |= Q(day__gte=day_range[0], day__lt=day_range[1])
     rows = (
-        scope.rows()
-        .filter(day__gte=start, day__lt=end)
+        scope.by_project()
+        .filter(days)
         .exclude(usage_class=UsageClass.NETWORK_OTHER)
         .values("project_id", "usage_class")
         .annotate(
@@ -337,6 +385,20 @@ def per_project(*, scope: StorageScope, start: date, end: date) -> list[ProjectS
         )
         .order_by()
     )
+    if plan.months:
+        months = (
+            scope.by_project_monthly()
+            .filter(month__in=plan.months)
+            .exclude(usage_class=UsageClass.NETWORK_OTHER)
+            .values("project_id", "usage_class")
+            .annotate(
+                stored=Value(Decimal(0), output_field=BYTES),
+                moved=ByteSum("moved_bytes"),
+                spend=Sum("effective_cost"),
+            )
+            .order_by()
+        )
+        rows = rows.union(months, all=True)
     for row in cached_rows(rows):
         entry = sums[row["project_id"]]
         if row["usage_class"] in UsageClass.STORAGE:
@@ -363,7 +425,7 @@ def egress_by_project_weekly(*, scope: StorageScope, start: date, end: date) -> 
     weeks = [start + timedelta(days=7 * i) for i in range(((end - start).days + 6) // 7)]
     series: dict[str, list[Decimal]] = {}
     rows = (
-        scope.rows()
+        scope.by_project()
         .filter(TRANSFER, day__gte=start, day__lt=end)
         .values("project__name", "day")
         .annotate(spend=Sum("effective_cost"))

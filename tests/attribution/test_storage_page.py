@@ -102,6 +102,11 @@ def test_the_page_shows_hand_computed_bytes_spend_growth_and_egress(growing_bill
     assert bucket.spend == Decimal("4.620")  # 0.001 × (630 + 640 + … + 690)
     assert [p.project.slug for p in context["per_project"]] == ["vision"]
     assert context["per_project"][0].bytes_now == Decimal(690 * 2**30)
+    # January and February come from the monthly rows, 1-19 March from the daily ones:
+    # 0.001 × Σ(100 + 10·i, i = 0…59) = 23.70 stored, and the 300 GiB moved for 6.00.
+    assert context["per_project"][0].storage_spend == Decimal("23.70")
+    assert context["per_project"][0].moved_bytes == Decimal(300 * 2**30)
+    assert context["per_project"][0].egress_spend == Decimal("6.00")
     # a straight line goes on: in 90 days, 690 + 900 GiB
     assert abs(context["bytes_in_90"] / 2**30 - 1590) < Decimal("1")
     assert context["bytes_in_90_low"] <= context["bytes_in_90"] <= context["bytes_in_90_high"]
@@ -155,3 +160,39 @@ def test_a_flat_or_short_series_has_no_forecast():
     days = [date(2025, 1, 1) + timedelta(days=i) for i in range(30)]
     assert forecast(days, [Decimal(5)] * 30) is None
     assert forecast(days[:10], [Decimal(i) for i in range(10)]) is None
+
+
+@time_machine.travel(NOW, tick=False)
+def test_buckets_are_ranked_by_bytes_added_and_a_shrinking_one_is_left_out(
+    growing_bill, staff_client, tmp_path
+):
+    # Another account's bill of the same days: a bucket growing 20 GiB a day (twice vision's
+    # pace) and one shrinking 5 GiB a day.
+    lines = []
+    for i in range(60):
+        day = FIRST + timedelta(days=i)
+        for bucket, gib in (("s3://fast", 50 + 20 * i), ("s3://shrinking", 400 - 5 * i)):
+            lines.append(
+                focus_line(
+                    **_period(day),
+                    BillingAccountId="222222222222",
+                    ServiceName="Amazon Simple Storage Service",
+                    ServiceCategory="Storage",
+                    ResourceId=bucket,
+                    ConsumedQuantity=str(gib * 24),
+                    ConsumedUnit="GiB-Hours",
+                    EffectiveCost="0.01",
+                    BilledCost="0.01",
+                    x_UsageType="TimedStorage-ByteHrs",
+                )
+            )
+    run = run_import(write_focus(tmp_path / "more-buckets.csv", lines))
+    assert run.status == "succeeded", run.error
+    buckets = staff_client.get(reverse("storage")).context["buckets"]
+    # 20 GiB a day over the 28 days between the two weeks: 560 GiB, 140 GiB a week.
+    assert [(b.resource_id, b.growth_per_week) for b in buckets] == [
+        ("s3://fast", Decimal(140 * 2**30)),
+        ("s3://vision-ckpt", Decimal(70 * 2**30)),
+    ]
+    assert buckets[0].spend == Decimal("0.07")
+    assert buckets[0].project == ""

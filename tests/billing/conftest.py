@@ -179,3 +179,72 @@ def acme(db):
 
 def money(text: str) -> Decimal:
     return Decimal(text)
+
+
+# -- a storage bill (tests/billing/test_storage*.py) ---------------------------------------------
+
+
+def storage_line(**values) -> dict:
+    line = {
+        "ServiceName": "Amazon Simple Storage Service",
+        "ServiceCategory": "Storage",
+        "ResourceId": "arn:aws:s3:::acme-checkpoints",
+        "ChargePeriodStart": "2025-01-02T00:00:00Z",
+        "ChargePeriodEnd": "2025-01-03T00:00:00Z",
+        "x_UsageType": "TimedStorage-ByteHrs",
+    }
+    line.update(values)
+    return focus_line(**line)
+
+
+@pytest.fixture
+def focus_bill(acme, tmp_path):
+    Model.objects.create(project=acme.vision, name="resnet-50", external_id="m-resnet")
+    TagKeyAlias.objects.create(dimension=TagKeyAlias.Dimension.DATA_CLASS, key="user:data-class")
+    TagKeyAlias.objects.create(dimension=TagKeyAlias.Dimension.MODEL, key="user:model")
+    lines = [
+        # 16 GiB of checkpoints for a day: 16/31 GB-Mo, tagged by class and model
+        storage_line(
+            ConsumedQuantity="0.516129032258065",
+            ConsumedUnit="GB-Mo",
+            EffectiveCost="0.01",
+            BilledCost="0.01",
+            Tags='{"user:project": "vision", "user:data-class": "Checkpoints", '
+            '"user:model": "m-resnet"}',
+        ),
+        # the same bucket's requests: object storage, no bytes
+        storage_line(
+            ConsumedQuantity="1000",
+            ConsumedUnit="Requests",
+            EffectiveCost="0.005",
+            BilledCost="0.005",
+            x_UsageType="Requests-Tier1",
+            Tags='{"user:project": "vision", "user:data-class": "checkpoints"}',
+        ),
+        # a dataset bucket of another provider whose GB is decimal
+        storage_line(
+            ProviderName="Acme Cloud",
+            ResourceId="acme://datasets",
+            ConsumedQuantity="31",
+            ConsumedUnit="GB-Mo",
+            EffectiveCost="0.70",
+            BilledCost="0.70",
+            x_UsageType="",
+            Tags='{"project": "nlp", "data_class": "dataset"}',
+        ),
+        # 10 GiB from us-east-1 to eu-west-1, no resource id, no tags
+        focus_line(
+            ServiceName="AWS Data Transfer",
+            ServiceCategory="Networking",
+            ConsumedQuantity="10",
+            ConsumedUnit="GB",
+            EffectiveCost="0.20",
+            BilledCost="0.20",
+            x_UsageType="USE1-EUW1-AWS-Out-Bytes",
+        ),
+        # compute is no storage
+        focus_line(EffectiveCost="5.00", BilledCost="5.00"),
+    ]
+    run = run_import(write_focus(tmp_path / "storage.csv", lines))
+    assert run.status == "succeeded", run.error
+    return acme

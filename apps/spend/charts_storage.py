@@ -3,15 +3,13 @@
 Bytes go to Plotly in GiB (binary, as the page's tables show them), money rounded to the cent.
 """
 
-from decimal import Decimal
-
 from apps.billing.storage import DataClass
 from costsite.charts import Chart, chart_from_figure, plot_text
 
 from .charts import plot_amount
 from .storage import Forecast, Growth
 
-GIB = Decimal(2**30)
+GIB = float(2**30)
 DATA_CLASS_COLOURS = {
     "dataset": "#1f77b4",
     "checkpoints": "#ff7f0e",
@@ -25,7 +23,8 @@ FORECAST_COLOUR = "#d62728"
 
 
 def _gib(value) -> float:
-    return float(round(Decimal(value) / GIB, 3))
+    """Bytes in GiB to three decimals, as Plotly draws them (a float: no exact decimal needed)."""
+    return round(float(value) / GIB, 3)
 
 
 def _stacked(growth: Growth, *, bytes_: bool, id: str, currency: str) -> Chart:
@@ -89,13 +88,12 @@ def forecast_chart(growth: Growth, forecast: Forecast | None) -> Chart:
         "hovertemplate": "%{x|%d %b %Y}: %{y:,.1f} GiB<extra></extra>",
     }
     x = [d.isoformat() for d in forecast.days]
-    gib = float(GIB)
     lower = {
         "type": "scatter",
         "mode": "lines",
         "name": "95% band",
         "x": x,
-        "y": [v / gib for v in forecast.lower],
+        "y": [v / GIB for v in forecast.lower],
         "line": {"width": 0},
         "showlegend": False,
         "hoverinfo": "skip",
@@ -105,7 +103,7 @@ def forecast_chart(growth: Growth, forecast: Forecast | None) -> Chart:
         "mode": "lines",
         "name": "95% band",
         "x": x,
-        "y": [v / gib for v in forecast.upper],
+        "y": [v / GIB for v in forecast.upper],
         "fill": "tonexty",
         "fillcolor": BAND_COLOUR,
         "line": {"width": 0},
@@ -116,7 +114,7 @@ def forecast_chart(growth: Growth, forecast: Forecast | None) -> Chart:
         "mode": "lines",
         "name": "forecast",
         "x": x,
-        "y": [v / gib for v in forecast.mean],
+        "y": [v / GIB for v in forecast.mean],
         "line": {"color": FORECAST_COLOUR, "dash": "dash"},
         "hovertemplate": "%{x|%d %b %Y}: %{y:,.1f} GiB expected<extra></extra>",
     }

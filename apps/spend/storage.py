@@ -30,7 +30,7 @@ from apps.billing.models import (
 from apps.billing.storage import ByteSum, DataClass, UsageClass
 from apps.projects.models import Project
 
-from .figures import cached_rows
+from .figures import cached, cached_rows
 from .rollup import rollup_plan
 
 DAY_SECONDS = Decimal(86400)
@@ -117,11 +117,8 @@ def _day_totals(by_class: dict[str, list[Decimal]], days: int) -> list[Decimal]:
 
 
 def storage_growth(*, scope: StorageScope, start: date, end: date) -> Growth:
-    """Days in [start, end), every day present (a day with no line stores nothing)."""
-    days = [start + timedelta(days=i) for i in range((end - start).days)]
-    position = {d: i for i, d in enumerate(days)}
-    by_bytes: dict[str, list[Decimal]] = {}
-    by_spend: dict[str, list[Decimal]] = {}
+    """Days in [start, end), every day present (a day with no line stores nothing). Cached as the
+    Growth itself (per data version), not as the rows it is made of."""
     rows = (
         scope.totals()
         .filter(STORAGE, day__gte=start, day__lt=end)
@@ -129,18 +126,27 @@ def storage_growth(*, scope: StorageScope, start: date, end: date) -> Growth:
         .annotate(stored=ByteSum("stored_byte_seconds"), spend=Sum("effective_cost"))
         .order_by()
     )
-    for row in cached_rows(rows):
-        name = row["data_class"]
-        for target in (by_bytes, by_spend):
-            target.setdefault(name, [Decimal(0)] * len(days))
-        by_bytes[name][position[row["day"]]] += row["stored"] / DAY_SECONDS
-        by_spend[name][position[row["day"]]] += row["spend"]
-    order = [c for c in DataClass.ALL if c in by_bytes]
-    return Growth(
-        days=days,
-        bytes_by_class={c: by_bytes[c] for c in order},
-        spend_by_class={c: by_spend[c] for c in order},
-    )
+
+    def build() -> Growth:
+        days = [start + timedelta(days=i) for i in range((end - start).days)]
+        position = {d: i for i, d in enumerate(days)}
+        by_bytes: dict[str, list[Decimal]] = {}
+        by_spend: dict[str, list[Decimal]] = {}
+        for row in rows:
+            name = row["data_class"]
+            if name not in by_bytes:
+                by_bytes[name] = [Decimal(0)] * len(days)
+                by_spend[name] = [Decimal(0)] * len(days)
+            by_bytes[name][position[row["day"]]] += row["stored"] / DAY_SECONDS
+            by_spend[name][position[row["day"]]] += row["spend"]
+        order = [c for c in DataClass.ALL if c in by_bytes]
+        return Growth(
+            days=days,
+            bytes_by_class={c: by_bytes[c] for c in order},
+            spend_by_class={c: by_spend[c] for c in order},
+        )
+
+    return cached("storage-growth", rows, build)
 
 
 @dataclass
@@ -262,8 +268,9 @@ class Bucket:
 def fastest_buckets(*, scope: StorageScope, end: date, limit: int = 10) -> list[Bucket]:
     """Buckets and volumes by bytes added per week over the last four weeks (last week's average
     against the week four weeks before), summed per bucket and ranked in the database from those
-    two weeks' rows alone. A bucket of several data classes or projects shows the last of them by
-    name."""
+    two weeks' rows alone. A bucket of several data classes or projects shows the last of them
+    (the project by id: the few listed are named afterwards, not every row joined to its project).
+    """
     now = end - timedelta(days=7)
     before = (end - timedelta(days=35), end - timedelta(days=28))
     week = DAY_SECONDS * 7
@@ -276,23 +283,33 @@ def fastest_buckets(*, scope: StorageScope, end: date, limit: int = 10) -> list[
             before=ByteSum("stored_byte_seconds", filter=Q(day__lt=before[1]), default=0),
             added=F("now") - F("before"),
             spend=Sum("effective_cost", filter=Q(day__gte=now), default=0),
-            project_name=Max("project__name"),
+            project_id=Max("project"),
             data_class=Max("data_class"),
         )
         .filter(added__gt=0)
         .order_by("-added", "resource_id")[:limit]
     )
-    return [
-        Bucket(
-            resource_id=row["resource_id"],
-            project=row["project_name"] or "",
-            data_class=row["data_class"],
-            bytes_now=row["now"] / week,
-            bytes_before=row["before"] / week,
-            spend=row["spend"],
+
+    def fastest() -> list[Bucket]:
+        found = list(rows)
+        names = dict(
+            Project.objects.filter(pk__in={row["project_id"] for row in found}).values_list(
+                "pk", "name"
+            )
         )
-        for row in cached_rows(rows)
-    ]
+        return [
+            Bucket(
+                resource_id=row["resource_id"],
+                project=names.get(row["project_id"], ""),
+                data_class=row["data_class"],
+                bytes_now=row["now"] / week,
+                bytes_before=row["before"] / week,
+                spend=row["spend"],
+            )
+            for row in found
+        ]
+
+    return cached(f"fastest-buckets:{limit}", rows, fastest)
 
 
 @dataclass

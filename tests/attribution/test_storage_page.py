@@ -195,4 +195,4 @@ def test_buckets_are_ranked_by_bytes_added_and_a_shrinking_one_is_left_out(
         ("s3://vision-ckpt", Decimal(70 * 2**30)),
     ]
     assert buckets[0].spend == Decimal("0.07")
-    assert buckets[0].project == ""
+    assert [b.project for b in buckets] == ["", "Vision"]

@@ -118,3 +118,19 @@ def test_a_pareto_bar_hovers_with_its_whole_name_and_share():
     assert bars["hovertemplate"] == (
         "%{x}: %{y:,.2f} USD · %{customdata:.1f}% of the spend<extra></extra>"
     )
+
+
+def test_stacks_keep_apart_an_x_written_as_text_and_as_a_number():
+    chart = chart_from_figure(
+        id="runs",
+        figure={
+            "data": [
+                {"type": "bar", "x": ["1", 1], "y": [6, 6]},
+                {"type": "bar", "x": ["1", 1.0], "y": [3, 3]},
+            ],
+            "layout": {"barmode": "stack"},
+        },
+    )
+    # "1" stacks 9 high, 1 and 1.0 are two columns of 6 and 3 (JSON spells all three apart):
+    # at most 9, whole numbers, so it ticks at each one (15, had two of them merged, would not).
+    assert chart.figure["layout"]["yaxis"] == {"tickformat": "d", "dtick": 1, "tick0": 0}

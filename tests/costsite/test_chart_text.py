@@ -124,3 +124,37 @@ def test_a_series_key_or_metric_named_like_markup_is_not_written_into_a_hover_te
     assert trace["name"] == ESCAPED
     assert trace["hovertemplate"] == "step %{x}: %{y}<extra>%{fullData.name}</extra>"
     assert markup_in(chart) == []
+
+
+def test_traces_sharing_one_list_are_escaped_alike_and_once():
+    shared = [LINK, "plain"]
+    chart = chart_from_figure(
+        id="x",
+        figure={
+            "data": [
+                {"type": "bar", "name": "a", "x": shared, "y": [1.0, 2.0]},
+                {"type": "bar", "name": "b", "x": shared, "y": [3.0, 4.0]},
+                {"type": "bar", "name": "c", "x": [LINK, "plain"], "y": [5.0, 6.0]},
+            ],
+            "layout": {"barmode": "stack"},
+        },
+    )
+    first, second, third = chart.figure["data"]
+    assert first["x"] == second["x"] == third["x"] == [ESCAPED, "plain"]
+    assert first["x"] is second["x"]  # escaped once, still one list
+    assert shared == [LINK, "plain"]  # the caller's list is left as it was
+
+
+def test_the_script_element_is_djangos_json_script_byte_for_byte():
+    from django.utils.html import json_script
+
+    chart = chart_from_figure(
+        id="spend-1",
+        figure={
+            "data": [{"type": "bar", "name": "</script><b>&", "x": ["a"], "y": [1.0]}],
+            "layout": {"title": {"text": "R&D < 1 \u2028"}},
+        },
+    )
+    script = chart.json_script()
+    assert str(script) == json_script(chart.figure, "spend-1")
+    assert "</script><b>" not in script.removesuffix("</script>")

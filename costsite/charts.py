@@ -191,12 +191,14 @@ def _moment_text(value: str) -> datetime | None:
 
 
 def _stack_key(x) -> object:
-    """Where a bar stacks: its x as JSON spells it, so that 1 and 1.0, and "1" and 1, stay apart.
-    Text (most x values: days, names) is its own key; anything else is spelled in a tuple, which
-    no text equals."""
+    """Where a bar stacks: its x as JSON spells it, so that 1 and 1.0, and "1" and 1, stay apart,
+    while a date and its ISO text meet. Text (most x values: days, names) is its own key, without
+    encoding it; what JSON spells as text (a date) is that text; anything else (a number) is its
+    spelling in a tuple, which no text equals."""
     if isinstance(x, str):
         return x
-    return (json.dumps(x, default=str),)
+    spelled = json.dumps(x, default=str)
+    return json.loads(spelled) if spelled.startswith('"') else (spelled,)
 
 
 def _value_axes(plain: dict) -> dict[str, list[float]]:

@@ -181,8 +181,10 @@ def _refresh_delivery(
         )
     elif keys is None:
         # A run over all history follows an alias change: an alias of the data class or model
-        # dimension moves no owner but changes the storage rollup's keys.
+        # dimension moves no owner but changes the storage rollup's keys, so what the pages read
+        # changed all the same (on SQLite no trigger tells the cached figures).
         storage_rebuild(delivery_id=delivery_id, start=start, end=end)
+        spend_data_changed.announce(start=start.date(), end=end.date(), reason="reattribution")
     return changed
 
 

@@ -4,10 +4,11 @@ import, a replacement, a re-attribution after an alias change, and the migration
 Hand-computed on the storage bill of tests/billing/conftest.py."""
 
 import importlib
+from datetime import date
 from decimal import ROUND_DOWN, Decimal
 
 import pytest
-from django.db.models import Sum
+from django.db.models import F, Sum
 from django.db.models.functions import TruncMonth
 
 from apps.billing.models import (
@@ -21,6 +22,8 @@ from apps.billing.models import (
 from apps.billing.services import attribution_refresh
 from apps.billing.storage import UsageClass
 from apps.projects.models import TagKeyAlias
+from apps.projects.ports import spend_data_changed
+from apps.spend.figures import version_read
 
 from .conftest import focus_line, run_import, storage_line, write_focus
 from .test_storage import GIB, JANUARY_SECONDS
@@ -113,7 +116,7 @@ def test_a_replacement_leaves_only_the_new_deliverys_rows(focus_bill, tmp_path):
     assert_every_summary_sums_the_storage_rollup()
 
 
-def test_a_reattribution_after_an_alias_change_rebuilds_it(acme, tmp_path):
+def test_a_reattribution_after_an_alias_change_rebuilds_it(acme, tmp_path, monkeypatch):
     lines = [
         storage_line(
             ResourceId="arn:aws:s3:::ranker-artefacts",
@@ -127,9 +130,16 @@ def test_a_reattribution_after_an_alias_change_rebuilds_it(acme, tmp_path):
     assert run_import(write_focus(tmp_path / "owners.csv", lines)).status == "succeeded"
     assert [row[2] for row in summary()] == ["artefacts"]
 
+    announced = []
+    monkeypatch.setattr(spend_data_changed, "_handlers", list(spend_data_changed.handlers()))
+    spend_data_changed.register(lambda **change: announced.append(change))
     TagKeyAlias.objects.create(dimension=TagKeyAlias.Dimension.DATA_CLASS, key="kind")
     attribution_refresh()
     assert [(row[2], row[6]) for row in summary()] == [("logs", Decimal("0.046"))]
+    # No owner moved, but the storage rollups' keys did: the pages' cached figures must go.
+    assert announced == [
+        {"start": date(2025, 1, 2), "end": date(2025, 1, 3), "reason": "reattribution"}
+    ]
     assert_every_summary_sums_the_storage_rollup()
 
 
@@ -149,3 +159,11 @@ def test_the_migrations_backfill_gives_what_the_import_wrote(focus_bill):
     migration = importlib.import_module("apps.billing.migrations.0014_storage_summary")
     migration.backfill(None, None)
     assert written() == before
+
+
+def test_a_write_to_any_of_them_behind_the_ports_back_moves_the_data_version(focus_bill):
+    """A script's bulk update is seen by the next page (the statement triggers of spend 0003)."""
+    for model in TABLES:
+        before = version_read()
+        model.objects.update(effective_cost=F("effective_cost"))
+        assert version_read() != before, model.__name__

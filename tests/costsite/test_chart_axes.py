@@ -134,3 +134,18 @@ def test_stacks_keep_apart_an_x_written_as_text_and_as_a_number():
     # "1" stacks 9 high, 1 and 1.0 are two columns of 6 and 3 (JSON spells all three apart):
     # at most 9, whole numbers, so it ticks at each one (15, had two of them merged, would not).
     assert chart.figure["layout"]["yaxis"] == {"tickformat": "d", "dtick": 1, "tick0": 0}
+
+
+def test_a_day_given_as_a_date_and_as_its_iso_text_stacks_in_one_column():
+    chart = chart_from_figure(
+        id="runs",
+        figure={
+            "data": [
+                {"type": "bar", "x": [date(2026, 1, 5)], "y": [6]},
+                {"type": "bar", "x": ["2026-01-05"], "y": [6]},
+            ],
+            "layout": {"barmode": "stack"},
+        },
+    )
+    # One column of 12 (two of 6 would tick at each whole number): plotly's ticks stay.
+    assert "dtick" not in chart.figure["layout"]["yaxis"]

@@ -46,12 +46,15 @@ class StorageScope:
     """Whose storage: one project, or every project the user sees (and, for staff, nobody's)."""
 
     currency: str
-    projects: QuerySet[Project] | None = None  # None: everything, attributed or not
+    # The ids of the projects the user sees, sorted (None: everything, attributed or not): a list
+    # rather than a subquery naming the user, so that a team shares its cached figures and the
+    # planner reads each project's days from the (project, day) indexes.
+    project_ids: tuple[int, ...] | None = None
     project: Project | None = None
 
     @property
     def everything(self) -> bool:
-        return self.project is None and self.projects is None
+        return self.project is None and self.project_ids is None
 
     def totals(self) -> QuerySet[DailyStorageTotal] | QuerySet[DailyStorageSummary]:
         """At the page's grain, without the project (its rows have no project column)."""
@@ -75,17 +78,23 @@ class StorageScope:
         rows = rows.filter(billing_currency=self.currency)
         if self.project is not None:
             return rows.filter(project=self.project)
-        if self.projects is not None:
-            return rows.filter(project__in=self.projects)
+        if self.project_ids is not None:
+            return rows.filter(project_id__in=self.project_ids)
         return rows
 
 
-def storage_scope(*, user, currency: str, project: Project | None) -> StorageScope:
+def storage_scope(
+    *, user, currency: str, project: Project | None, visible: list[Project] | None = None
+) -> StorageScope:
+    """`visible`: the projects the user sees, when the caller has them already (the page lists
+    them in its menu); else they are read here."""
     if project is not None:
         return StorageScope(currency=currency, project=project)
     if user.is_staff:
         return StorageScope(currency=currency)
-    return StorageScope(currency=currency, projects=Project.objects.visible_to(user))
+    if visible is None:
+        visible = list(Project.objects.visible_to(user))
+    return StorageScope(currency=currency, project_ids=tuple(sorted(p.pk for p in visible)))
 
 
 @dataclass

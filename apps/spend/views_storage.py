@@ -31,7 +31,10 @@ def storage_page(request: HttpRequest) -> HttpResponse:
     days = PERIODS.get(request.GET.get("days", ""), DEFAULT_DAYS)
     end = today()
     start = end - timedelta(days=days)
-    scope = storage.storage_scope(user=request.user, currency=currency, project=project)
+    projects = list(projects_visible_to(user=request.user).order_by("name"))
+    scope = storage.storage_scope(
+        user=request.user, currency=currency, project=project, visible=projects
+    )
     growth = storage.storage_growth(scope=scope, start=start, end=end)
     bytes_forecast = storage.forecast(growth.days, growth.total_bytes)
     spend_forecast = storage.forecast(growth.days, growth.total_spend)
@@ -43,7 +46,7 @@ def storage_page(request: HttpRequest) -> HttpResponse:
     context = {
         "currency": currency,
         "project": project,
-        "projects": projects_visible_to(user=request.user).order_by("name"),
+        "projects": projects,
         "days": days,
         "periods": list(PERIODS.values()),
         "start": start,

@@ -196,3 +196,21 @@ def test_buckets_are_ranked_by_bytes_added_and_a_shrinking_one_is_left_out(
     ]
     assert buckets[0].spend == Decimal("0.07")
     assert [b.project for b in buckets] == ["", "Vision"]
+
+
+@time_machine.travel(NOW, tick=False)
+def test_a_team_shares_its_cached_figures(growing_bill, team, lead_client, member_client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    growing_bill.team = team
+    growing_bill.save()
+    first = lead_client.get(reverse("storage"))
+    with CaptureQueriesContext(connection) as queries:
+        second = member_client.get(reverse("storage"))
+    # The member sees what the lead sees, from the figures the lead's visit computed.
+    read = [q["sql"] for q in queries.captured_queries if "storage" in q["sql"]]
+    assert read == []
+    assert '<p class="figure" id="stored-now">690 GiB</p>' in second.content.decode()
+    assert first.context["per_project"][0].storage_spend == Decimal("23.70")
+    assert second.context["per_project"][0].storage_spend == Decimal("23.70")

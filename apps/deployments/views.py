@@ -14,7 +14,7 @@ from apps.deployments.selectors import deployment_for_user, model_for_user, mode
 from apps.insights.selectors import findings_section
 from apps.projects.selectors import project_for_user
 from apps.spend.sections import deployment_spend, model_spend, request_organization, today
-from apps.spend.storage import model_storage
+from apps.spend.storage import model_storage, period_end
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
@@ -44,6 +44,8 @@ def model_detail(request: HttpRequest, model_pk: int) -> HttpResponse:
     ).context()
     if request.htmx and request.htmx.target == "spend":
         return render(request, "deployments/model_detail.html#spend", spend)
+    # Its last day is the bill's last whole day, as on the storage page.
+    storage_end = period_end(today())
     return render(
         request,
         "deployments/model_detail.html",
@@ -58,8 +60,8 @@ def model_detail(request: HttpRequest, model_pk: int) -> HttpResponse:
             "storage": model_storage(
                 model=model,
                 currency=request_organization(request).currency,
-                start=today() - timedelta(days=90),
-                end=today(),
+                start=storage_end - timedelta(days=90),
+                end=storage_end,
             ),
         },
     )

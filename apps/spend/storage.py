@@ -31,7 +31,7 @@ from apps.billing.storage import ByteSum, DataClass, UsageClass
 from apps.projects.models import Project
 
 from .figures import cached, cached_rows
-from .rollup import rollup_plan
+from .rollup import data_as_of, rollup_plan
 
 DAY_SECONDS = Decimal(86400)
 FORECAST_DAYS = 90
@@ -116,6 +116,16 @@ class Growth:
     @property
     def is_empty(self) -> bool:
         return not any(self.total_bytes) and not any(self.total_spend)
+
+
+def period_end(today: date) -> date:
+    """Where the page's days end (excluded): the day of the bill's "data as of", so that its last
+    day is the bill's last whole UTC day (a day's bytes are its byte-seconds over 86,400: a day the
+    bill has not reached, or only begun, would read as storage deleted), never after today."""
+    as_of = data_as_of()
+    if as_of is None:
+        return today
+    return min(today, as_of.date())
 
 
 def _day_totals(by_class: dict[str, list[Decimal]], days: int) -> list[Decimal]:

@@ -29,7 +29,7 @@ def storage_page(request: HttpRequest) -> HttpResponse:
     slug = request.GET.get("project", "")
     project = project_for_user(user=request.user, slug=slug) if slug else None
     days = PERIODS.get(request.GET.get("days", ""), DEFAULT_DAYS)
-    end = today()
+    end = storage.period_end(today())
     start = end - timedelta(days=days)
     projects = list(projects_visible_to(user=request.user).order_by("name"))
     scope = storage.storage_scope(
@@ -51,6 +51,7 @@ def storage_page(request: HttpRequest) -> HttpResponse:
         "periods": list(PERIODS.values()),
         "start": start,
         "end": end,
+        "bill_lags": end < today(),
         "bytes_now": totals[-1] if totals else Decimal(0),
         "growth_week": (totals[-1] - week_ago) if totals else Decimal(0),
         "storage_30": recent,

@@ -214,3 +214,44 @@ def test_a_team_shares_its_cached_figures(growing_bill, team, lead_client, membe
     assert '<p class="figure" id="stored-now">690 GiB</p>' in second.content.decode()
     assert first.context["per_project"][0].storage_spend == Decimal("23.70")
     assert second.context["per_project"][0].storage_spend == Decimal("23.70")
+
+
+@time_machine.travel(datetime(2025, 3, 22, 9, 0, tzinfo=UTC), tick=False)
+def test_a_bill_two_days_behind_ends_the_page_at_its_last_whole_day(growing_bill, staff_client):
+    # The bill's usage ends at midnight on 20 March: its last whole day is the 19th, as when it
+    # was fresh, so nothing reads as deleted.
+    page = staff_client.get(reverse("storage")).content.decode()
+    assert '<p class="figure" id="stored-now">690 GiB</p>' in page
+    assert "+70.0 GiB in the last week" in page
+    assert '<p class="figure" id="storage-spend-30">$16.35</p>' in page
+    assert (
+        '<p class="muted" id="storage-period">20 Dec 2024 – 20 Mar 2025 (UTC days, the last one '
+        "excluded): the bill's last whole day, so that a day it has not reached does not read as "
+        "storage deleted</p>"
+    ) in page
+
+
+@time_machine.travel(datetime(2025, 3, 22, 9, 0, tzinfo=UTC), tick=False)
+def test_a_models_page_shows_what_it_held_on_the_bills_last_whole_day(
+    growing_bill, staff_client, tmp_path
+):
+    from apps.deployments.models import Model
+
+    model = Model.objects.create(project=growing_bill, name="ranker-v2")
+    line = focus_line(
+        **_period(FIRST + timedelta(days=59)),  # 19 March
+        BillingAccountId="333333333333",
+        ServiceName="Amazon Simple Storage Service",
+        ServiceCategory="Storage",
+        ResourceId="s3://ranker-artefacts",
+        ConsumedQuantity=str(40 * 24),
+        ConsumedUnit="GiB-Hours",
+        EffectiveCost="0.04",
+        BilledCost="0.04",
+        x_UsageType="TimedStorage-ByteHrs",
+        Tags='{"project": "vision", "model": "ranker-v2"}',
+    )
+    assert run_import(write_focus(tmp_path / "model.csv", [line])).status == "succeeded"
+    page = staff_client.get(reverse("model_detail", args=[model.pk])).content.decode()
+    assert '<strong id="model-storage-spend">$0.04</strong>' in page
+    assert '<span id="model-storage-bytes">40.0 GiB</span> stored on the last day' in page

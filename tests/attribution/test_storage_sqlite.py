@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SETUP = """
 import json
 import re
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
@@ -22,7 +22,7 @@ from django.test import Client
 
 from apps.accounts.models import Organization
 from apps.billing.loader import storage_summary_rebuild
-from apps.billing.models import DailyStorageCost
+from apps.billing.models import DailyStorageCost, Delivery
 from apps.billing.storage import ByteSum
 from tests.insights.conftest import make_delivery
 
@@ -30,6 +30,9 @@ org = Organization.get()
 org.currency = "USD"
 org.save()
 delivery = make_delivery()
+# The bill reaches today's midnight: yesterday is its last whole day, the page's last.
+today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+Delivery.objects.filter(pk=delivery.pk).update(max_usage_period_end=today)
 per_day = 100 * 2**50 * 86_400
 for bucket in ("s3://a", "s3://b"):
     for i in range(10):

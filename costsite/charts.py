@@ -1,5 +1,6 @@
 """The one chart pattern: a Plotly figure built in Python from selector output, handed to the
-template as a dict, written with `json_script` and drawn by `static/costsite/charts.js`.
+template as a dict, written as a JSON script element (`Chart.json_script`: the bytes of Django's
+`json_script`) and drawn by `static/costsite/charts.js`.
 
 In a template::
 

@@ -6,8 +6,9 @@ MonthlyStorageSummary for a long range's whole months; the fastest-growing bucke
 DailyBucketStorage. A model's storage reads DailyStorageCost, which keeps the model.
 
 Stored bytes of a day are its byte-seconds over 86,400 (the average held that day); a period's
-"now" is its last day. Every figure is one grouped query over a rollup, in the organisation's
-currency, limited to the projects the user sees (staff also see what no project claims).
+"now" is its last day, the bill's last whole UTC day (`period_end`). Every figure is one grouped
+query over a rollup (the listed buckets' project names one more), in the organisation's currency,
+limited to the projects the user sees (staff also see what no project claims).
 """
 
 import hashlib

@@ -62,6 +62,29 @@ class Chart:
         safe = mark_safe(text)  # noqa: S308 (<, > and & escaped just above, as json_script does)
         return format_html('<script id="{}" type="application/json">{}</script>', self.id, safe)
 
+    def drawn(self) -> "DrawnChart":
+        """The chart with its script element written now: what a cache keeps (text, not the
+        figure's nested lists, which cost more to pickle and to encode again)."""
+        script = None if self.is_empty else str(self.json_script())
+        return DrawnChart(self.id, script, self.empty_message, self.label)
+
+
+@dataclass(frozen=True)
+class DrawnChart:
+    """A Chart already written out: includes/chart.html reads it as it reads a Chart."""
+
+    id: str
+    script: str | None
+    empty_message: str = "No data for this period."
+    label: str = ""
+
+    @property
+    def is_empty(self) -> bool:
+        return self.script is None
+
+    def json_script(self) -> SafeString:
+        return mark_safe(self.script)  # noqa: S308 (written by Chart.json_script, escaped there)
+
 
 _JSON_SCRIPT_ESCAPES = (("&", "\\u0026"), ("<", "\\u003C"), (">", "\\u003E"))
 

@@ -136,10 +136,9 @@ def _day_totals(by_class: dict[str, list[Decimal]], days: int) -> list[Decimal]:
     return totals
 
 
-def storage_growth(*, scope: StorageScope, start: date, end: date) -> Growth:
-    """Days in [start, end), every day present (a day with no line stores nothing). Cached as the
-    Growth itself (per data version), not as the rows it is made of."""
-    rows = (
+def growth_rows(*, scope: StorageScope, start: date, end: date) -> QuerySet:
+    """The stored bytes and storage spend per day and data class in [start, end)."""
+    return (
         scope.totals()
         .filter(STORAGE, day__gte=start, day__lt=end)
         .values("day", "data_class")
@@ -147,26 +146,31 @@ def storage_growth(*, scope: StorageScope, start: date, end: date) -> Growth:
         .order_by()
     )
 
-    def build() -> Growth:
-        days = [start + timedelta(days=i) for i in range((end - start).days)]
-        position = {d: i for i, d in enumerate(days)}
-        by_bytes: dict[str, list[Decimal]] = {}
-        by_spend: dict[str, list[Decimal]] = {}
-        for row in rows:
-            name = row["data_class"]
-            if name not in by_bytes:
-                by_bytes[name] = [Decimal(0)] * len(days)
-                by_spend[name] = [Decimal(0)] * len(days)
-            by_bytes[name][position[row["day"]]] += row["stored"] / DAY_SECONDS
-            by_spend[name][position[row["day"]]] += row["spend"]
-        order = [c for c in DataClass.ALL if c in by_bytes]
-        return Growth(
-            days=days,
-            bytes_by_class={c: by_bytes[c] for c in order},
-            spend_by_class={c: by_spend[c] for c in order},
-        )
 
-    return cached("storage-growth", rows, build)
+def storage_growth(*, scope: StorageScope, start: date, end: date) -> Growth:
+    """Days in [start, end), every day present (a day with no line stores nothing). Not cached:
+    the storage page caches what it draws from it (views_storage.growth_section)."""
+    return growth_from_rows(growth_rows(scope=scope, start=start, end=end), start=start, end=end)
+
+
+def growth_from_rows(rows, *, start: date, end: date) -> Growth:
+    days = [start + timedelta(days=i) for i in range((end - start).days)]
+    position = {d: i for i, d in enumerate(days)}
+    by_bytes: dict[str, list[Decimal]] = {}
+    by_spend: dict[str, list[Decimal]] = {}
+    for row in rows:
+        name = row["data_class"]
+        if name not in by_bytes:
+            by_bytes[name] = [Decimal(0)] * len(days)
+            by_spend[name] = [Decimal(0)] * len(days)
+        by_bytes[name][position[row["day"]]] += row["stored"] / DAY_SECONDS
+        by_spend[name][position[row["day"]]] += row["spend"]
+    order = [c for c in DataClass.ALL if c in by_bytes]
+    return Growth(
+        days=days,
+        bytes_by_class={c: by_bytes[c] for c in order},
+        spend_by_class={c: by_spend[c] for c in order},
+    )
 
 
 @dataclass
@@ -392,8 +396,11 @@ class ProjectStorage:
     egress_spend: Decimal
 
 
-def per_project(*, scope: StorageScope, start: date, end: date) -> list[ProjectStorage]:
-    """Per project: bytes held on the last day, storage and transfer spend in the period."""
+def per_project(
+    *, scope: StorageScope, start: date, end: date, known: list[Project] | None = None
+) -> list[ProjectStorage]:
+    """Per project: bytes held on the last day, storage and transfer spend in the period.
+    `known`: projects the caller has read already (the page's menu); others are read here."""
     last = end - timedelta(days=1)
     sums: dict[int | None, dict] = defaultdict(
         lambda: {
@@ -444,7 +451,10 @@ def per_project(*, scope: StorageScope, start: date, end: date) -> list[ProjectS
         else:
             entry["moved"] += row["moved"]
             entry["egress"] += row["spend"]
-    projects = Project.objects.in_bulk([pk for pk in sums if pk is not None])
+    projects = {p.pk: p for p in known or ()}
+    missing = [pk for pk in sums if pk is not None and pk not in projects]
+    if missing:
+        projects.update(Project.objects.in_bulk(missing))
     out = [
         ProjectStorage(
             projects.get(pk) if pk else None, v["bytes"], v["storage"], v["moved"], v["egress"]

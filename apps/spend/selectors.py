@@ -79,6 +79,7 @@ from .series import (
 from .unattributed import (
     UnattributedResource,
     UnattributedSummary,
+    unattributed_ranked,
     unattributed_resources,
     unattributed_rows,
     unattributed_summary,
@@ -134,6 +135,7 @@ __all__ = [
     "Pareto",
     "pareto",
     "UnattributedResource",
+    "unattributed_ranked",
     "unattributed_rows",
     "unattributed_resources",
     "UnattributedSummary",

@@ -19,7 +19,7 @@ from apps.billing.models import (
     DailyResourceCost,
 )
 
-from .figures import cached_rows
+from .figures import cached, cached_rows
 from .filters import Period
 from .rollup import (
     ZERO,
@@ -44,37 +44,49 @@ class UnattributedResource:
     last_day: date | None = None
 
 
-def unattributed_rows(
-    *, period: Period, currency: str, provider: str = "", detail: bool = True
-) -> QuerySet:
-    """Resources with spend nobody claimed in the period, grouped, costliest first. Without
-    `detail` (the overview's short list) the days each was billed are not counted: counting
-    distinct days was half the query's time over a year."""
+NAMES = {
+    "resource_name": Max("resource_name"),
+    "provider_name": Max("provider_name"),
+    "billing_account_id": Max("billing_account_id"),
+    "sub_account_id": Max("sub_account_id"),
+    "service_name": Max("service_name"),
+    "region_id": Max("region_id"),
+}
+
+
+def _unattributed(*, period: Period, currency: str, provider: str) -> QuerySet:
     rows = _in_period(
         DailyResourceCost.objects.filter(project__isnull=True, billing_currency=currency), period
     )
-    if provider:
-        rows = rows.filter(provider_name=provider)
+    return rows.filter(provider_name=provider) if provider else rows
+
+
+def unattributed_ranked(
+    *, period: Period, currency: str, provider: str = "", detail: bool = True
+) -> QuerySet:
+    """unattributed_rows without the names: what a page of them is counted and cut from."""
     days = (
         {"days": Count("day", distinct=True), "first_day": Min("day"), "last_day": Max("day")}
         if detail
         else {}
     )
     return (
-        rows.values("resource_id")
-        .annotate(
-            amount=Sum("effective_cost"),
-            resource_name=Max("resource_name"),
-            provider_name=Max("provider_name"),
-            billing_account_id=Max("billing_account_id"),
-            sub_account_id=Max("sub_account_id"),
-            service_name=Max("service_name"),
-            region_id=Max("region_id"),
-            **days,
-        )
+        _unattributed(period=period, currency=currency, provider=provider)
+        .values("resource_id")
+        .annotate(amount=Sum("effective_cost"), **days)
         .exclude(amount=0)  # a resource whose charges net to nothing claims no attention
         .order_by("-amount", "resource_id")
     )
+
+
+def unattributed_rows(
+    *, period: Period, currency: str, provider: str = "", detail: bool = True
+) -> QuerySet:
+    """Resources with spend nobody claimed in the period, grouped, costliest first, with their
+    names. Without `detail` (the overview's short list) the days each was billed are not
+    counted: counting distinct days was half the query's time over a year."""
+    ranked = unattributed_ranked(period=period, currency=currency, provider=provider, detail=detail)
+    return ranked.annotate(**NAMES)
 
 
 def unattributed_resources(
@@ -86,9 +98,25 @@ def unattributed_resources(
     offset: int = 0,
     detail: bool = True,
 ) -> list[UnattributedResource]:
-    rows = unattributed_rows(period=period, currency=currency, provider=provider, detail=detail)
-    rows = rows[offset : offset + limit] if limit is not None else rows[offset:]
-    return [UnattributedResource(**row) for row in cached_rows(rows)]
+    """A page of unattributed_rows: ranked first, then named (the six names' maxima over every
+    row of every resource were half the ranking's time over a year: 34 ms against 17 at 10M
+    lines); the names of the few listed come from their own rows, by resource id."""
+    ranked = unattributed_ranked(period=period, currency=currency, provider=provider, detail=detail)
+    ranked = ranked[offset : offset + limit] if limit is not None else ranked[offset:]
+
+    def listed() -> list[UnattributedResource]:
+        rows = list(ranked)
+        names = {
+            row.pop("resource_id"): row
+            for row in _unattributed(period=period, currency=currency, provider=provider)
+            .filter(resource_id__in=[row["resource_id"] for row in rows])
+            .values("resource_id")
+            .annotate(**NAMES)
+            .order_by()
+        }
+        return [UnattributedResource(**row, **names[row["resource_id"]]) for row in rows]
+
+    return cached("unattributed-named", ranked, listed)
 
 
 @dataclass(frozen=True)

@@ -475,16 +475,23 @@ def unattributed_context(request: HttpRequest, *, claim_form: ClaimForm | None =
     filters = _unattributed_filters(request)
     currency = _org(request).currency
     context = _common(request, filters, reverse("unattributed_export"))
-    rows = selectors.unattributed_rows(
+    ranked = selectors.unattributed_ranked(
         period=filters.period, currency=currency, provider=filters.provider
     )
-    page = Paginator(rows, UNATTRIBUTED_PER_PAGE).get_page(request.GET.get("page"))
+    # Counted and cut from the ranking; only the page's resources are named.
+    page = Paginator(ranked, UNATTRIBUTED_PER_PAGE).get_page(request.GET.get("page"))
     context.update(
         summary=selectors.unattributed_summary(
             period=filters.period, currency=currency, provider=filters.provider
         ),
         page=page,
-        resources=[selectors.UnattributedResource(**row) for row in page.object_list],
+        resources=selectors.unattributed_resources(
+            period=filters.period,
+            currency=currency,
+            provider=filters.provider,
+            limit=UNATTRIBUTED_PER_PAGE,
+            offset=(page.number - 1) * UNATTRIBUTED_PER_PAGE,
+        ),
         without_resource_id=selectors.unattributed_without_resource_id(
             period=filters.period, currency=currency, provider=filters.provider
         ),

@@ -46,6 +46,7 @@ from .models import (
     CostLineItem,
     DailyCost,
     DailyModelApiCost,
+    DailyProjectCost,
     DailyResourceCost,
     DailyStorageCost,
     Delivery,
@@ -653,6 +654,7 @@ def delivery_drop_lines(*, delivery: Delivery) -> None:
     CostLineItem.objects.of_delivery(delivery).delete()
     DailyCost.objects.filter(delivery_id=delivery.pk).delete()
     MonthlyCost.objects.filter(delivery_id=delivery.pk).delete()
+    DailyProjectCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyResourceCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyStorageCost.objects.filter(delivery_id=delivery.pk).delete()
     storage_summary_drop(delivery_id=delivery.pk)

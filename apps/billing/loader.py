@@ -24,6 +24,7 @@ from .models import (
     CostLineItem,
     DailyBucketStorage,
     DailyCost,
+    DailyProjectCost,
     DailyResourceCost,
     DailyStorageCost,
     DailyStorageSummary,
@@ -466,7 +467,8 @@ def _sum(table: pa.Table, keys: list[str], sums: list[str], maximum: str = "") -
 
 
 def rollups_rebuild(*, delivery_id: int, start=None, end=None) -> None:
-    """Recompute one delivery's rollup rows from its line items (for days in [start, end))."""
+    """Recompute one delivery's rollup rows from its line items (for days in [start, end)), and
+    its monthly and per-project rows from the daily ones (all its days: they are few)."""
     lines = CostLineItem.objects.of_delivery(Delivery.objects.get(pk=delivery_id))
     daily = DailyCost.objects.filter(delivery_id=delivery_id)
     resource = DailyResourceCost.objects.filter(delivery_id=delivery_id)
@@ -517,6 +519,8 @@ def rollups_rebuild(*, delivery_id: int, start=None, end=None) -> None:
         )
         .order_by(),
     )
+    # What is summed from the daily rows (the monthly rows, the per-project days) follows them.
+    monthly_rebuild(delivery_id=delivery_id)
 
 
 def storage_rebuild(*, delivery_id: int, start=None, end=None, facts=None) -> None:
@@ -689,8 +693,20 @@ def _json(value) -> str:
 MONTHLY_SUMS = ["effective_cost", "billed_cost", "list_cost", "consumed_hours", "line_items"]
 
 
+PROJECT_KEYS = [
+    "delivery_id",
+    "day",
+    "project_id",
+    "workload",
+    "cost_kind",
+    "provider_name",
+    "billing_currency",
+]
+
+
 def monthly_rebuild(*, delivery_id: int) -> None:
-    """Recompute a delivery's monthly rows from its daily rows (after they changed)."""
+    """Recompute what is summed from a delivery's daily rows (after they changed): its monthly
+    rows and its daily per-project rows."""
     MonthlyCost.objects.filter(delivery_id=delivery_id).delete()
     keys = ["month" if key == "day" else key for key in DAILY_KEYS]
     _insert_select(
@@ -698,6 +714,24 @@ def monthly_rebuild(*, delivery_id: int) -> None:
         DailyCost.objects.filter(delivery_id=delivery_id)
         .annotate(month=TruncMonth("day"))
         .values(*keys)
+        .annotate(**{name: Sum(name) for name in MONTHLY_SUMS})
+        .order_by(),
+    )
+    project_daily_rebuild(delivery_id=delivery_id)
+
+
+def project_daily_rebuild(*, delivery_id: int | None) -> None:
+    """A delivery's DailyProjectCost rows from its daily rows (None: every delivery's, the
+    migration's backfill)."""
+    daily = DailyCost.objects.all()
+    project_daily = DailyProjectCost.objects.all()
+    if delivery_id is not None:
+        daily = daily.filter(delivery_id=delivery_id)
+        project_daily = project_daily.filter(delivery_id=delivery_id)
+    project_daily.delete()
+    _insert_select(
+        DailyProjectCost,
+        daily.values(*PROJECT_KEYS)
         .annotate(**{name: Sum(name) for name in MONTHLY_SUMS})
         .order_by(),
     )

@@ -612,6 +612,39 @@ class MonthlyCost(CostRollup):
         return f"{self.month:%Y-%m} {self.workload} {self.cost_kind} {self.billing_currency}"
 
 
+class DailyProjectCost(models.Model):
+    """DailyCost without the owner, region, service and pricing: UTC day × project × workload ×
+    cost kind × provider, per delivery. What the spend pages read for figures that group and
+    filter by those keys alone (the daily series, the projects' totals, the month so far):
+    about a third of DailyCost's rows, since a day's runs and services fall into one row per
+    project and workload. Rebuilt from the delivery's daily rows with the monthly ones
+    (`loader.monthly_rebuild`); aggregate, like the other rollups."""
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    workload = models.CharField(max_length=20, choices=Workload.choices)
+    cost_kind = models.CharField(max_length=20, choices=CostKind.choices)
+    provider_name = models.CharField(max_length=200, blank=True)
+    billing_currency = models.CharField(max_length=10)
+    effective_cost = models.DecimalField(**MONEY)
+    billed_cost = models.DecimalField(**MONEY)
+    list_cost = models.DecimalField(**MONEY)
+    consumed_hours = models.DecimalField(**QUANTITY, default=0)
+    line_items = models.BigIntegerField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["day"], name="projectcost_day_idx"),
+            models.Index(fields=["project", "day"], name="projectcost_project_day_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.workload} {self.cost_kind} {self.billing_currency}"
+
+
 class DailyResourceCost(models.Model):
     """UTC day × resource, with its attribution: top resources, unattributed spend, buckets.
 

@@ -25,7 +25,6 @@ from .loader import (
     LineSink,
     copy_table,
     line_days,
-    monthly_rebuild,
     rollups_rebuild,
     storage_rebuild,
 )
@@ -173,7 +172,6 @@ def _refresh_delivery(
             start=_day_start(min(days)),
             end=_day_start(max(days)) + timedelta(days=1),
         )
-        monthly_rebuild(delivery_id=delivery_id)
         spend_data_changed.announce(
             start=_day_start(min(days)).date(),
             end=(_day_start(max(days)) + timedelta(days=1)).date(),

@@ -15,7 +15,6 @@ from django.db.models import (
 
 from apps.billing.models import (
     CostKind,
-    DailyCost,
     MonthlyCost,
 )
 from apps.projects.models import Project, Workload
@@ -27,6 +26,7 @@ from .rollup import (
     ZERO,
     SpendScope,
     _next_month,
+    daily_shaped,
     last_day_with_data,
     rollup_rows,
 )
@@ -216,7 +216,7 @@ def month_summary(*, scope: SpendScope, today: date, as_of: datetime | None) -> 
     # the difference), this month its monthly rows once today is its last day. (Two months of
     # daily rows were a quarter of the overview's SQL time on the benchmark.)
     q = scope.q() & Q(billing_currency=scope.currency)
-    daily, monthly = DailyCost.objects.filter(q), MonthlyCost.objects.filter(q)
+    monthly = MonthlyCost.objects.filter(q)
 
     def part(rows: QuerySet, name: str) -> QuerySet:
         return (
@@ -227,18 +227,22 @@ def month_summary(*, scope: SpendScope, today: date, as_of: datetime | None) -> 
         )
 
     tomorrow = today + timedelta(days=1)
+
+    def days(start: date, end: date, name: str) -> QuerySet:
+        return daily_shaped(q & Q(day__gte=start, day__lt=end), lambda rows: part(rows, name))
+
     parts = [
         part(monthly.filter(month=this_month), "this")
         if tomorrow >= _next_month(this_month)
-        else part(daily.filter(day__gte=this_month, day__lt=tomorrow), "this"),
+        else days(this_month, tomorrow, "this"),
         part(monthly.filter(month=last_month), "last"),
     ]
     same_days, rest_days = (same_days_end - last_month).days, (this_month - same_days_end).days
     cut = same_days > 0 and rest_days > 0
     if cut and same_days <= rest_days:
-        parts.append(part(daily.filter(day__gte=last_month, day__lt=same_days_end), "same"))
+        parts.append(days(last_month, same_days_end, "same"))
     elif cut:
-        parts.append(part(daily.filter(day__gte=same_days_end, day__lt=this_month), "rest"))
+        parts.append(days(same_days_end, this_month, "rest"))
     sums: dict[str, Decimal] = defaultdict(Decimal)
     by_project: dict[int, Decimal] = defaultdict(Decimal)
     last_by_project: dict[int, Decimal] = defaultdict(Decimal)

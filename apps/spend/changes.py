@@ -17,7 +17,7 @@ from apps.deployments.models import Deployment, Model
 from apps.experiments.models import Experiment
 from apps.projects.models import Project
 
-from .figures import cached, cached_rows
+from .figures import cached
 from .filters import Period
 from .rollup import (
     MONEY,
@@ -122,11 +122,18 @@ def spend_changes(
         cuts=(period.start,) if previous else (),
     )
     if query is None:
-        grouped = []
-    elif models:
-        grouped = cached("owner-models", query, lambda: _with_owner_models(query))
-    else:
-        grouped = cached_rows(query)
+        return _changes([], names_for=names_for, models=models)
+
+    def compute() -> SpendChanges:
+        grouped = _with_owner_models(query) if models else list(query)
+        return _changes(grouped, names_for=names_for, models=models)
+
+    # Cached whole, names included (a rename moves the data version as a change of spend does):
+    # a warm page then looks up no name and adds up no row.
+    return cached(f"spend-changes:{names_for}:{models}", query, compute)
+
+
+def _changes(grouped: list[dict], *, names_for: int | None, models: bool) -> SpendChanges:
     by_project: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
     by_experiment: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
     by_deployment: dict[int, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])

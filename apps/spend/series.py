@@ -94,7 +94,7 @@ def spend_series(*, scope: SpendScope, period: Period, by: str = "workload") -> 
     }[by]
     if period.start is None:
         # All time: from the first day with spend, so that the chart's buckets are known.
-        everything = scope.daily()
+        everything = daily_shaped(scope.q(), lambda rows: rows)
         first = cached(
             "first-day", everything, lambda: everything.aggregate(first=Min("day"))["first"]
         )

@@ -147,13 +147,8 @@ def growth_rows(*, scope: StorageScope, start: date, end: date) -> QuerySet:
     )
 
 
-def storage_growth(*, scope: StorageScope, start: date, end: date) -> Growth:
-    """Days in [start, end), every day present (a day with no line stores nothing). Not cached:
-    the storage page caches what it draws from it (views_storage.growth_section)."""
-    return growth_from_rows(growth_rows(scope=scope, start=start, end=end), start=start, end=end)
-
-
 def growth_from_rows(rows, *, start: date, end: date) -> Growth:
+    """Days in [start, end), every day present (a day with no line stores nothing)."""
     days = [start + timedelta(days=i) for i in range((end - start).days)]
     position = {d: i for i, d in enumerate(days)}
     by_bytes: dict[str, list[Decimal]] = {}

@@ -100,10 +100,17 @@ def unattributed_resources(
 ) -> list[UnattributedResource]:
     """A page of unattributed_rows: ranked first, then named (the six names' maxima over every
     row of every resource were half the ranking's time over a year: 34 ms against 17 at 10M
-    lines); the names of the few listed come from their own rows, by resource id."""
+    lines); the names of the few listed come from their own rows, by resource id. Without a
+    `limit` (the CSV export: every resource) they are named in the grouped query itself, so
+    that no list of thousands of ids is sent back as parameters."""
+    if limit is None:
+        rows = unattributed_rows(
+            period=period, currency=currency, provider=provider, detail=detail
+        )[offset:]
+        return [UnattributedResource(**row) for row in cached_rows(rows)]
     ranked = unattributed_ranked(period=period, currency=currency, provider=provider, detail=detail)
     if detail:
-        ranked = ranked[offset : offset + limit] if limit is not None else ranked[offset:]
+        ranked = ranked[offset : offset + limit]
 
         def page() -> list[dict]:
             return list(ranked)
@@ -111,7 +118,7 @@ def unattributed_resources(
     else:
         # The whole ranking, which unattributed_summary counts: one read serves both.
         def page() -> list[dict]:
-            return cached_rows(ranked)[offset : None if limit is None else offset + limit]
+            return cached_rows(ranked)[offset : offset + limit]
 
     def listed() -> list[UnattributedResource]:
         rows = page()

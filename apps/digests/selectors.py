@@ -419,8 +419,8 @@ class DigestReads:
             return
         period = Period(self.period_start, self.covered_end)
         previous = period.previous
-        scoped = None if self.projects is None else Project.objects.filter(pk__in=self.projects)
-        scope = SpendScope(currency=self.currency, projects=scoped)
+        scoped = None if self.projects is None else tuple(sorted(self.projects))
+        scope = SpendScope(currency=self.currency, project_ids=scoped)
         sums = {
             "current": Sum(
                 Case(When(day__gte=period.start, then=F("effective_cost")), default=Value(ZERO)),

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from .days import days_forget, days_seen
 from .figures import findings_version_bump
 from .models import (
     BuildOrCallInputs,
@@ -36,12 +37,18 @@ class FindingAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         findings_version_bump()
 
+    # A delete also rebuilds the findings' day rollup over the days they were seen (their hours
+    # go with them, and with them what they shared with other findings).
     def delete_model(self, request, obj) -> None:
+        seen = days_seen(Finding.objects.filter(pk=obj.pk))
         super().delete_model(request, obj)
+        days_forget(seen)
         findings_version_bump()
 
     def delete_queryset(self, request, queryset) -> None:
+        seen = days_seen(queryset)
         super().delete_queryset(request, queryset)
+        days_forget(seen)
         findings_version_bump()
 
 

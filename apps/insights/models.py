@@ -188,6 +188,103 @@ class Finding(models.Model):
         )
 
 
+class FindingDay(models.Model):
+    """A finding's hours summed per UTC day and currency (PostgreSQL): what the pages' period
+    sums read. A year of a large organisation's finding-hours is millions of rows; its days are
+    a twentieth of that.
+
+    `alone` is the part of `wasted` no other waste finding shares: the wasted of the finding's
+    waste hours (a waste kind, wasted > 0) whose line key, hour and currency no other finding's
+    waste hour has. The line-hours two or more waste findings hold are grouped by that set of
+    findings (FindingShareGroup), and counted once per group and day (FindingShareDay). Any set
+    of findings' wasted, counted once, is then their days' `alone`, the days of the groups all of
+    whose findings are in the set, and, for a group only some of whose findings are, its hours
+    (FindingSharedHour) counted once among those findings (selectors.wasted_counted_once).
+    All of these are written by the recompute, from the hours, in the transaction that writes
+    the hours, for the days it recomputed (days.day_rollup_rebuild)."""
+
+    finding = models.ForeignKey(
+        Finding, on_delete=models.CASCADE, related_name="days", db_constraint=False, db_index=False
+    )
+    day = models.DateField()
+    currency = models.CharField(max_length=10)
+    wasted = models.DecimalField(**MONEY)
+    alone = models.DecimalField(**MONEY)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["finding", "day"], name="findingday_finding_idx"),
+            models.Index(fields=["day"], name="findingday_day_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.finding_id} {self.day}"
+
+
+class FindingShareGroup(models.Model):
+    """A set of two or more waste findings that hold the same line-hours (a few hundred sets in a
+    large organisation's year, against hundreds of thousands of such line-hours)."""
+
+    members = models.TextField(unique=True, help_text="The findings' ids, sorted, comma-separated.")
+    size = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return self.members
+
+
+class FindingShareMember(models.Model):
+    group = models.ForeignKey(FindingShareGroup, on_delete=models.CASCADE, related_name="+")
+    finding = models.ForeignKey(
+        Finding, on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
+
+    def __str__(self) -> str:
+        return f"{self.group_id}: {self.finding_id}"
+
+
+class FindingShareDay(models.Model):
+    """A group's line-hours of one UTC day and currency, each counted once (the least of its
+    findings' wasted summed and its spend), summed."""
+
+    group = models.ForeignKey(FindingShareGroup, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    currency = models.CharField(max_length=10)
+    counted = models.DecimalField(**MONEY)
+
+    class Meta:
+        indexes = [models.Index(fields=["day"], name="findingshareday_day_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.group_id} {self.day}"
+
+
+class FindingSharedHour(models.Model):
+    """A waste finding-hour whose line-hour other waste findings hold too (its group's), a copy
+    of its FindingHour's columns: what a set holding only some of a group's findings counts,
+    hour by hour."""
+
+    finding = models.ForeignKey(
+        Finding, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    group = models.ForeignKey(
+        FindingShareGroup, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    line_key = models.CharField(max_length=1500)
+    hour = models.DateTimeField()
+    currency = models.CharField(max_length=10)
+    wasted = models.DecimalField(**MONEY)
+    spend = models.DecimalField(**MONEY)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["group", "hour"], name="findingshared_group_idx"),
+            models.Index(fields=["hour"], name="findingshared_hour_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.finding_id} {self.hour:%Y-%m-%d %H:00} (shared)"
+
+
 class FindingEvent(models.Model):
     """One change of a finding's status: who, when, from what to what, and the note."""
 

@@ -16,12 +16,24 @@ from apps.accounts.selectors import teams_led_by
 
 # Spend reads (the integrator points these at apps.spend).
 from apps.billing.models import DailyResourceCost
-from apps.projects.selectors import projects_editable_by, projects_visible_to
+from apps.projects.selectors import projects_editable_by, visible_project_ids
 from apps.spend.selectors import data_as_of as billing_data_as_of
 
 from .compute import day_start
+from .days import day_rollup_used
 from .figures import cached_findings
-from .models import NOT_WASTE_KINDS, PRECEDENCE, Finding, FindingHour, Kind, Status
+from .models import (
+    NOT_WASTE_KINDS,
+    PRECEDENCE,
+    Finding,
+    FindingDay,
+    FindingHour,
+    FindingShareDay,
+    FindingSharedHour,
+    FindingShareMember,
+    Kind,
+    Status,
+)
 
 
 def data_as_of() -> datetime | None:
@@ -42,7 +54,8 @@ def findings_visible_to(*, user) -> QuerySet[Finding]:
     findings = Finding.objects.select_related("project", "experiment", "deployment")
     if user.is_staff:
         return findings
-    condition = Q(project__in=projects_visible_to(user=user))
+    # The ids rather than a subquery naming the user: a team shares its cached findings figures.
+    condition = Q(project_id__in=visible_project_ids(user=user))
     if teams_led_by(user=user).exists():
         condition |= Q(project__isnull=True)
     return findings.filter(condition)
@@ -87,14 +100,30 @@ def findings_filtered(
     return findings.order_by("-rank_amount", "-pk")
 
 
+def period_rows(findings: QuerySet[Finding], *, start: date | None, end: date | None):
+    """The findings' rows of `[start, end)` (None: unbounded) with `finding_id`, `currency` and
+    `wasted`: their days (FindingDay) where the recompute keeps them, else their hours."""
+    if day_rollup_used():
+        rows = FindingDay.objects.filter(finding__in=findings)
+        if start is not None:
+            rows = rows.filter(day__gte=start)
+        if end is not None:
+            rows = rows.filter(day__lt=end)
+        return rows
+    rows = FindingHour.objects.filter(finding__in=findings)
+    if start is not None:
+        rows = rows.filter(hour__gte=day_start(start))
+    if end is not None:
+        rows = rows.filter(hour__lt=day_start(end))
+    return rows
+
+
 def wasted_in_period(
     *, findings: QuerySet[Finding], start: date | None, end: date
 ) -> dict[int, dict[str, Decimal]]:
     """Each finding's wasted in `[start, end)` (`start` None: since the first), per currency."""
     wasted: dict[int, dict[str, Decimal]] = defaultdict(dict)
-    hours = FindingHour.objects.filter(finding__in=findings, hour__lt=day_start(end))
-    if start is not None:
-        hours = hours.filter(hour__gte=day_start(start))
+    hours = period_rows(findings, start=start, end=end)
     rows = hours.values("finding_id", "currency").annotate(wasted=Sum("wasted")).order_by()
     for row in cached_findings("rows", rows, lambda: list(rows)):
         if row["wasted"]:
@@ -111,17 +140,57 @@ def wasted_counted_once(
 
     Taken in that order, a line-hour's findings add up to the least of their wasted summed and
     the line-hour's spend (the largest any of them holds), whatever the order; a line-hour one
-    finding alone holds counts its wasted. PostgreSQL sums it so, per line-hour and then per
-    currency, in one statement; elsewhere (SQLite, whose sums are floating point) the hours are
-    added here, exactly."""
-    hours = FindingHour.objects.filter(
-        finding__in=findings.exclude(kind__in=NOT_WASTE_KINDS), wasted__gt=0
-    )
+    finding alone holds counts its wasted. On PostgreSQL the days' wasted that no other finding
+    shares are summed as they are (FindingDay.alone), and only the hours two findings share are
+    taken per line-hour (FindingSharedHour), in SQL; elsewhere (SQLite, whose sums are floating
+    point) every hour is added here, exactly."""
+    waste = findings.exclude(kind__in=NOT_WASTE_KINDS)
+    if day_rollup_used():
+        return _counted_once_days(waste, start=start, end=end)
+    hours = FindingHour.objects.filter(finding__in=waste, wasted__gt=0)
     if start is not None:
         hours = hours.filter(hour__gte=day_start(start))
     if end is not None:
         hours = hours.filter(hour__lt=day_start(end))
     return cached_findings("counted-once", hours, lambda: _counted_once(hours))
+
+
+def _counted_once_days(
+    waste: QuerySet[Finding], *, start: date | None, end: date | None
+) -> dict[str, Decimal]:
+    """wasted_counted_once from the day rollup (apps/insights/days.py): the findings' wasted that
+    no other finding shares, their share groups' days where the set holds all of a group's
+    findings, and where it holds only some, the group's hours of those findings counted once."""
+    touched = FindingShareMember.objects.filter(finding__in=waste).values("group_id")
+    outside = FindingShareMember.objects.exclude(finding__in=waste).values("group_id")
+    alone = (
+        period_rows(waste, start=start, end=end).values("currency").annotate(amount=Sum("alone"))
+    )
+    whole = FindingShareDay.objects.filter(group__in=touched).exclude(group__in=outside)
+    if start is not None:
+        whole = whole.filter(day__gte=start)
+    if end is not None:
+        whole = whole.filter(day__lt=end)
+    whole = whole.values("currency").annotate(amount=Sum("counted"))
+    wasted: dict[str, Decimal] = defaultdict(Decimal)
+    for rows in (alone.order_by("currency"), whole.order_by("currency")):
+        for row in cached_findings("rows", rows, lambda rows=rows: list(rows)):
+            wasted[row["currency"]] += row["amount"] or Decimal("0")
+    # The groups only some of whose findings are in the set (none for staff, few for a team):
+    # named first, so that their hours are read by the group index.
+    split = touched.filter(group_id__in=outside).distinct().order_by("group_id")
+    split_groups = cached_findings("ids", split, lambda: [row["group_id"] for row in split])
+    if split_groups:
+        partly = FindingSharedHour.objects.filter(finding__in=waste, group_id__in=split_groups)
+        if start is not None:
+            partly = partly.filter(hour__gte=day_start(start))
+        if end is not None:
+            partly = partly.filter(hour__lt=day_start(end))
+        for currency, amount in cached_findings(
+            "counted-once", partly, lambda: _counted_once_sql(partly)
+        ).items():
+            wasted[currency] += amount or Decimal("0")
+    return {currency: amount for currency, amount in wasted.items() if amount}
 
 
 def _counted_once(hours: QuerySet[FindingHour]) -> dict[str, Decimal]:
@@ -181,13 +250,7 @@ def waste_totals(
     """Wasted counted once (`wasted_counted_once`), savings per month (per subject, the largest
     lever) and realised savings of the findings."""
     wasted = wasted_counted_once(findings=findings, start=start, end=end)
-    unattributed_hours = FindingHour.objects.filter(
-        finding__in=findings.filter(kind=Kind.UNATTRIBUTED)
-    )
-    if start is not None:
-        unattributed_hours = unattributed_hours.filter(hour__gte=day_start(start))
-    if end is not None:
-        unattributed_hours = unattributed_hours.filter(hour__lt=day_start(end))
+    unattributed_hours = period_rows(findings.filter(kind=Kind.UNATTRIBUTED), start=start, end=end)
     unattributed_rows = (
         unattributed_hours.values("currency").annotate(amount=Sum("wasted")).order_by("currency")
     )
@@ -328,9 +391,7 @@ def _top_in_period(
     """The `limit` findings with the most wasted in `[start, end)`, ties by rank amount and id
     (as the waste page ranks them), then those with no hour in the period by rank amount: the
     period's hours are summed per finding first (the hour index), not every finding's hours."""
-    hours = FindingHour.objects.filter(finding__in=active, hour__lt=day_start(end))
-    if start is not None:
-        hours = hours.filter(hour__gte=day_start(start))
+    hours = period_rows(active, start=start, end=end)
     ranked_query = (
         hours.values("finding_id")
         .annotate(period_wasted=Sum("wasted"), rank_amount=Max("finding__rank_amount"))

@@ -11,11 +11,11 @@ from django.db.models import Q, QuerySet, Sum
 # Spend reads (the integrator points these at apps.spend).
 from apps.billing.models import CostKind, DailyCost
 from apps.experiments.models import Experiment
-from apps.projects.selectors import projects_visible_to
+from apps.projects.selectors import visible_project_ids
 
-from .compute import day_start
 from .figures import cached_findings
-from .models import Finding, FindingHour, Kind
+from .models import Finding, Kind
+from .selectors import period_rows
 
 TRAINING_WORKLOADS = ("training", "fine_tuning")
 # FOCUS PricingCategory -> the coverage chart's series.
@@ -26,11 +26,7 @@ def failed_wasted(
     *, findings: QuerySet[Finding], start: date | None, end: date
 ) -> dict[str, Decimal]:
     """What the failed runs among `findings` cost in `[start, end)`, per currency."""
-    hours = FindingHour.objects.filter(
-        finding__in=findings.filter(kind=Kind.FAILED_RUN), hour__lt=day_start(end)
-    )
-    if start is not None:
-        hours = hours.filter(hour__gte=day_start(start))
+    hours = period_rows(findings.filter(kind=Kind.FAILED_RUN), start=start, end=end)
     rows = hours.values("currency").annotate(wasted=Sum("wasted")).order_by("currency")
     return {
         row["currency"]: row["wasted"]
@@ -85,7 +81,7 @@ def gpu_coverage(*, user, start: date, end: date, currency: str) -> list[dict]:
         cost_kind=CostKind.GPU_COMPUTE, day__gte=start, day__lt=end, billing_currency=currency
     )
     if not user.is_staff:
-        rows = rows.filter(project__in=projects_visible_to(user=user))
+        rows = rows.filter(project_id__in=visible_project_ids(user=user))
     days: dict[date, dict[str, Decimal]] = {}
     for row in (
         rows.values("day", "pricing_category").annotate(spend=Sum("effective_cost")).order_by("day")

@@ -24,13 +24,16 @@ from . import (
     compute_storage,
     findings_part2,
 )
+from .days import day_rollup_rebuild
 from .figures import findings_version_bump
 from .models import (
     ONE_OFF_KINDS,
     SAVINGS_ONLY_KINDS,
     Finding,
+    FindingDay,
     FindingEvent,
     FindingHour,
+    FindingSharedHour,
     InsightsSettings,
     Kind,
     RecomputeLock,
@@ -351,6 +354,15 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
         # next one's anti-joins loop (bench/findings_recompute.py: 113 s against 75).
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {FindingHour._meta.db_table}")
+    # The pages' day rollup of the hours, for the days recomputed, in this transaction.
+    beat()
+    clock = time.perf_counter()
+    summary["day_rollup"] = day_rollup_rebuild(start=start, end=end)
+    summary["day_rollup"]["seconds"] = round(time.perf_counter() - clock, 3)
+    if on_postgresql and written > ANALYZE_AFTER_HOURS:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {FindingDay._meta.db_table}")
+            cursor.execute(f"ANALYZE {FindingSharedHour._meta.db_table}")
     summary["findings"] = {
         status: Finding.objects.filter(status=status).count() for status in Status.values
     }

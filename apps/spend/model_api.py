@@ -61,7 +61,7 @@ def _rows(scope: SpendScope, period: Period | None) -> QuerySet[DailyModelApiCos
         q &= Q(deployment_id__in=scope.deployment_ids or ())
         narrowed = SpendScope(
             currency=scope.currency,
-            projects=scope.projects,
+            project_ids=scope.project_ids,
             unattributed=scope.unattributed,
             team=scope.team,
             project=scope.project,

@@ -34,7 +34,7 @@ from apps.billing.models import (
 from apps.deployments.models import Deployment, Model
 from apps.experiments.models import Experiment
 from apps.projects.models import Project
-from apps.projects.selectors import projects_visible_to
+from apps.projects.selectors import visible_project_ids
 from costsite.dates import as_of_shown
 
 from .figures import cached_rows
@@ -161,14 +161,16 @@ def spend_report(*, scope: "SpendScope", start: date, end: date) -> SpendReport:
 class SpendScope:
     """The rollup rows a page adds up: those the user may see, narrowed by the page's filters.
 
-    `projects` None means every project (staff, or a page that checked access to its one object
-    already); `unattributed` says whether rows without a project count (staff and team leads see
-    unattributed spend; a team or project filter leaves it out, as it belongs to neither).
+    `project_ids` None means every project (staff, or a page that checked access to its one
+    object already); else the ids of those the user sees (`visible_project_ids`: a team's
+    figures compile to the same SQL, and so share their cache entries). `unattributed` says
+    whether rows without a project count (staff and team leads see unattributed spend; a team
+    or project filter leaves it out, as it belongs to neither).
     DailyCost and DailyResourceCost share the field names used here, so one Q serves both.
     """
 
     currency: str
-    projects: QuerySet[Project] | None = None
+    project_ids: tuple[int, ...] | None = None
     unattributed: bool = False
     team: Team | None = None
     project: Project | None = None
@@ -181,8 +183,8 @@ class SpendScope:
 
     def q(self) -> Q:
         q = Q()
-        if self.projects is not None:
-            seen = Q(project_id__in=self.projects.values("pk"))
+        if self.project_ids is not None:
+            seen = Q(project_id__in=self.project_ids)
             q &= (seen | Q(project__isnull=True)) if self.unattributed else seen
         elif not self.unattributed:
             q &= Q(project__isnull=False)
@@ -374,7 +376,7 @@ def overview_scope(
     so the overview shows it apart, as what the lead may claim."""
     return SpendScope(
         currency=currency,
-        projects=None if user.is_staff else projects_visible_to(user=user),
+        project_ids=visible_project_ids(user=user),
         unattributed=team is None and project is None and user.is_staff,
         team=team,
         project=project,
@@ -410,7 +412,7 @@ def deployment_scope(*, deployment: Deployment, currency: str, provider: str = "
 def model_scope(*, model: Model, user, currency: str, provider: str = "") -> SpendScope:
     """The runs that produced the model and the deployments serving it, among those the user may
     see (a run of another team's project may have produced it: its cost is not ours to show)."""
-    visible = None if user.is_staff else projects_visible_to(user=user).values("pk")
+    visible = visible_project_ids(user=user)
     experiments = Experiment.objects.filter(model=model)
     deployments = Deployment.objects.filter(model=model)
     if visible is not None:

@@ -122,7 +122,7 @@ def test_a_write_behind_the_ports_back_moves_the_data_version(two_runs_bill):
 
 
 def test_pages_read_it_only_where_they_need_no_other_key(acme):
-    scope = SpendScope(currency="USD", projects=None, unattributed=True, workload="training")
+    scope = SpendScope(currency="USD", project_ids=None, unattributed=True, workload="training")
     by_day = daily_shaped(
         scope.q(),
         lambda rows: rows.values("day", "workload").annotate(amount=Sum("effective_cost")),

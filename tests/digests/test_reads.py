@@ -9,6 +9,7 @@ import pytest
 
 from apps.digests import selectors
 from apps.digests.models import Frequency, Subscription
+from apps.insights.days import day_rollup_rebuild
 from apps.insights.models import Finding, FindingHour, Kind, Status
 from apps.insights.selectors import waste_totals, wasted_counted_once
 from apps.projects.models import Project
@@ -64,7 +65,7 @@ def test_each_digests_figures_are_the_insights_and_spend_selectors(subscriptions
         totals = waste_totals(findings=findings, start=START, end=END, today=END)
         projects = selectors.subscription_projects(subscription=subscription)
         changes = spend_changes(
-            scope=SpendScope(currency="USD", projects=projects),
+            scope=SpendScope(currency="USD", project_ids=tuple(sorted(p.pk for p in projects))),
             period=Period(START, digest.covered_end),
             names_for=selectors.TOP_MOVERS,
             models=False,
@@ -105,6 +106,7 @@ def test_a_line_hour_two_findings_share_is_counted_once_among_a_digests_own_find
             wasted=Decimal(wasted),
             spend=Decimal("8.00"),
         )
+    day_rollup_rebuild(start=None, end=None)  # as the recompute does after writing hours
     for user in (lead, member):
         Subscription.objects.create(user=user)
     lead_digest, member_digest = run_digests(list(selectors.subscriptions_due(frequency="weekly")))

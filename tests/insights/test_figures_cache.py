@@ -10,9 +10,11 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from apps.insights.days import day_rollup_rebuild
 from apps.insights.models import Finding, Kind
 from apps.insights.selectors import wasted_counted_once
 from apps.insights.services import finding_snooze, findings_recompute
+from tests.factories import MembershipFactory, UserFactory
 
 from .conftest import line
 
@@ -29,8 +31,12 @@ def total(client: Client, figure: str = "total-wasted") -> tuple[str, list[str]]
     return body[start : body.index("</strong>", start)], [q["sql"] for q in queries]
 
 
+# The finding-hours and, on PostgreSQL, their day rollup (apps/insights/days.py): what pages read.
+HOURS_TABLES = ("insights_findinghour", "insights_findingday", "insights_findingshare")
+
+
 def reads_hours(sql: list[str]) -> int:
-    return sum("insights_findinghour" in statement for statement in sql)
+    return sum(any(table in statement for table in HOURS_TABLES) for statement in sql)
 
 
 @pytest.fixture
@@ -47,7 +53,9 @@ def test_the_same_page_again_reads_no_finding_hour(client):
         first, first_sql = total(client)
         again, again_sql = total(client)
     assert first == again == "$18.25"
-    assert reads_hours(first_sql) == 4  # counted once, per finding, unattributed, failed runs
+    # Counted once (the days' wasted alone, the share groups' days, the groups split by the set),
+    # per finding, unattributed, failed runs.
+    assert reads_hours(first_sql) == 6
     assert reads_hours(again_sql) == 0
 
 
@@ -63,7 +71,7 @@ def test_a_snoozed_finding_leaves_the_total_at_the_next_request(
         after, sql = total(client)
     # The active findings without i-a's idle 5.00.
     assert after == "$13.25"
-    assert reads_hours(sql) == 4
+    assert reads_hours(sql) == 6
 
 
 def test_a_recompute_after_new_spend_shows_the_new_waste(
@@ -77,7 +85,7 @@ def test_a_recompute_after_new_spend_shows_the_new_waste(
             findings_recompute()
         after, sql = total(client, "total-unattributed")
     assert after == "$105.00"
-    assert reads_hours(sql) == 4
+    assert reads_hours(sql) == 6
 
 
 def test_counted_once_in_sql_equals_the_precedence_walk(bill):
@@ -94,6 +102,7 @@ def test_counted_once_in_sql_equals_the_precedence_walk(bill):
         wasted=Decimal("4.00"),
         spend=Decimal("4.00"),
     )
+    day_rollup_rebuild(start=None, end=None)  # as the recompute does after writing hours
     both = Finding.objects.filter(pk__in=[idle_a.pk, failed.pk])
     alone = wasted_counted_once(findings=Finding.objects.filter(pk=idle_a.pk), start=None, end=None)
     # i-a's idle alone is 5.00; with the failed run its first wasted hour is the run's 4.00.
@@ -110,3 +119,23 @@ def test_counted_once_over_no_finding_is_nothing(bill):
     assert wasted_counted_once(findings=Finding.objects.none(), start=None, end=None) == {}
     none = Finding.objects.filter(pk__in=[])
     assert wasted_counted_once(findings=none, start=None, end=None) == {}
+
+
+def test_a_team_shares_its_figures_and_another_team_does_not(client, team, other_team):
+    """The figures are filtered by the ids of the projects a person sees, not by who they are:
+    a second lead of the team reads none of them afresh; a lead of another team (who sees other
+    projects) does, and sees only the findings without a project (i-u's 10.00)."""
+    second, third = Client(), Client()
+    second.force_login(
+        MembershipFactory(team=team, user=UserFactory(username="lou-lead"), role="lead").user
+    )
+    third.force_login(
+        MembershipFactory(team=other_team, user=UserFactory(username="oz-lead"), role="lead").user
+    )
+    with time_machine.travel(NOW, tick=False):
+        first, first_sql = total(client)
+        again, again_sql = total(second)
+        other, other_sql = total(third)
+    assert (first, again, other) == ("$18.25", "$18.25", "$10.00")
+    assert (reads_hours(first_sql), reads_hours(again_sql)) == (6, 0)
+    assert reads_hours(other_sql) > 0

@@ -10,6 +10,7 @@ import time_machine
 from django.db import connection
 
 from apps.billing.models import CostLineItem, DailyResourceCost
+from apps.insights.days import day_rollup_rebuild
 from apps.insights.models import (
     Finding,
     FindingEvent,
@@ -141,6 +142,7 @@ def test_counted_once_totals_count_a_shared_line_hour_once_by_precedence(bill):
             wasted=Decimal("4.00"),
             spend=Decimal("4.00"),
         )
+    day_rollup_rebuild(start=None, end=None)  # as the recompute does after writing hours
     both = Finding.objects.filter(pk__in=[idle_a.pk, failed.pk])
     totals = waste_totals(findings=both, start=None, end=None, today=date(2025, 3, 11))
     # 4.00 + 4.00 of the failed run; a plain sum would say 8.00 + 5.00 = 13.00.

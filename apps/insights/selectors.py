@@ -118,6 +118,11 @@ def period_rows(findings: QuerySet[Finding], *, start: date | None, end: date | 
     return rows
 
 
+def findings_count(findings: QuerySet[Finding]) -> int:
+    """How many findings `findings` holds (cached while neither spend nor findings change)."""
+    return cached_findings("count", findings, findings.count)
+
+
 def wasted_in_period(
     *, findings: QuerySet[Finding], start: date | None, end: date
 ) -> dict[int, dict[str, Decimal]]:

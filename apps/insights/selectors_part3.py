@@ -12,6 +12,7 @@ from django.db.models import Q, QuerySet, Sum
 from apps.billing.models import CostKind, DailyCost
 from apps.experiments.models import Experiment
 from apps.projects.selectors import visible_project_ids
+from apps.spend.figures import cached_rows
 
 from .figures import cached_findings
 from .models import Finding, Kind
@@ -68,7 +69,7 @@ def project_failed_share(*, project, start: date | None, end: date | None) -> li
     )
     return [
         FailedShare(row["billing_currency"], row["failed"] or Decimal("0"), row["training"] or 0)
-        for row in rows
+        for row in cached_rows(rows)
         if row["failed"] or row["training"]
     ]
 
@@ -83,9 +84,10 @@ def gpu_coverage(*, user, start: date, end: date, currency: str) -> list[dict]:
     if not user.is_staff:
         rows = rows.filter(project_id__in=visible_project_ids(user=user))
     days: dict[date, dict[str, Decimal]] = {}
-    for row in (
+    grouped = (
         rows.values("day", "pricing_category").annotate(spend=Sum("effective_cost")).order_by("day")
-    ):
+    )
+    for row in cached_rows(grouped):
         series = COVERAGE.get(row["pricing_category"], "other")
         day = days.setdefault(
             row["day"],

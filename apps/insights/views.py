@@ -1,6 +1,7 @@
 """The waste page, a finding's page, their actions and the CSV export."""
 
 import csv
+from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlencode
 
@@ -25,7 +26,7 @@ from .charts_part2 import part2_chart
 from .charts_part3 import commitment_chart, coverage_chart, loss_chart
 from .charts_storage import storage_chart
 from .forms import ActionForm, BulkForm, WasteFilterForm
-from .models import INFERENCE_LEVER_KINDS, STORAGE_KINDS, Kind
+from .models import INFERENCE_LEVER_KINDS, STORAGE_KINDS, Finding, Kind
 
 
 def _filters(request: HttpRequest) -> SpendFilters:
@@ -63,15 +64,55 @@ def _waste_rows(request: HttpRequest):
     return form, spend, findings
 
 
+PAGE_SIZE = 50  # findings listed a page, the costliest first
+
+
+@dataclass(frozen=True)
+class ListPage:
+    number: int
+    count: int  # findings matching the filters
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.count // PAGE_SIZE))
+
+    @property
+    def first(self) -> int:
+        return (self.number - 1) * PAGE_SIZE + 1
+
+    @property
+    def last(self) -> int:
+        return min(self.count, self.number * PAGE_SIZE)
+
+
+def _list_page(request: HttpRequest, findings) -> ListPage:
+    """Which page of the findings the URL asks for (?page=N), within the pages there are."""
+    try:
+        number = max(1, int(request.GET.get("page", 1)))
+    except ValueError:
+        number = 1
+    count = selectors.findings_count(findings)
+    return ListPage(number=min(number, -(-count // PAGE_SIZE) or 1), count=count)
+
+
 @login_required
 def waste(request: HttpRequest) -> HttpResponse:
     form, filters, findings = _waste_rows(request)
     start, end = filters.period.start, filters.period.end
     org = Organization.get()
+    page = _list_page(request, findings)
     # The list shows no evidence (a finding's page does): not read, nor the runs' and
     # deployments' tags.
-    rows = list(findings.defer("evidence", "experiment__tags", "deployment__tags")[:200])
-    period_wasted = selectors.wasted_in_period(findings=findings, start=start, end=end)
+    listed = findings.defer("evidence", "experiment__tags", "deployment__tags")
+    rows = list(listed[page.first - 1 : page.number * PAGE_SIZE])
+    period_wasted = selectors.wasted_in_period(
+        findings=Finding.objects.filter(pk__in=[finding.pk for finding in rows]),
+        start=start,
+        end=end,
+    )
+    # The filters and range without the page: the pager's links add theirs.
+    kept = request.GET.copy()
+    kept.pop("page", None)
     context = {
         "form": form,
         "filters": filters,
@@ -82,6 +123,8 @@ def waste(request: HttpRequest) -> HttpResponse:
         "data_as_of": selectors.data_as_of(),
         "currency": org.currency,
         "rows": [(finding, period_wasted.get(finding.pk, {})) for finding in rows],
+        "page": page,
+        "page_query": kept.urlencode(),
         "totals": selectors.waste_totals(
             findings=findings, start=start, end=end, today=timezone.now().date()
         ),

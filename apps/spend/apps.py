@@ -13,8 +13,9 @@ class SpendConfig(AppConfig):
         from django.db.models.signals import post_delete, post_save
 
         from apps.accounts.models import Membership, Team
-        from apps.deployments.models import Deployment, Model
-        from apps.experiments.models import Experiment
+        from apps.deployments.models import Deployment, DeploymentResource, Model
+        from apps.experiments.models import Experiment, ExperimentResource
+        from apps.gpu.models import Gpu, HostMapping
         from apps.projects.models import Project
         from apps.projects.ports import ownership_changed, spend_data_changed
 
@@ -22,7 +23,31 @@ class SpendConfig(AppConfig):
 
         spend_data_changed.register(version_bump)
         ownership_changed.register(version_bump)
-        # What the cached queries join: a name, a team, who may see a project, a run's model.
-        for model in (Team, Membership, Project, Experiment, Deployment, Model):
+        # What the cached queries join: a name, a team, who may see a project, a run's model;
+        # and what the runs' and deployments' cached GPU-hours follow: their registered
+        # resources, a host's billed resource.
+        joined = (
+            Team,
+            Membership,
+            Project,
+            Experiment,
+            Deployment,
+            Model,
+            ExperimentResource,
+            DeploymentResource,
+            HostMapping,
+        )
+        for model in joined:
             for signal in (post_save, post_delete):
                 signal.connect(version_bump, sender=model, dispatch_uid=f"spend-{model.__name__}")
+        # A GPU's host, label or model changed by hand (an import announces its own changes,
+        # new GPUs included, through the port).
+        post_save.connect(_gpu_edited, sender=Gpu, dispatch_uid="spend-Gpu")
+        post_delete.connect(version_bump, sender=Gpu, dispatch_uid="spend-Gpu-deleted")
+
+
+def _gpu_edited(*, created: bool, **_) -> None:
+    from .figures import version_bump
+
+    if not created:
+        version_bump()

@@ -15,7 +15,7 @@ from apps.deployments.models import TrafficHour
 from apps.experiments.models import Experiment
 from apps.gpu import selectors as gpu_selectors
 
-from .figures import cached_rows
+from .figures import cached, cached_rows
 from .filters import Period
 from .rollup import (
     PRICING_LABELS,
@@ -103,9 +103,18 @@ def experiment_costs(
         .annotate(amount=Sum("effective_cost"))
         .order_by("-amount", "experiment__name", "experiment_id")
     )
-    listed = cached_rows(listed[:limit] if limit is not None else listed)
+    listed_query = listed[:limit] if limit is not None else listed
+    listed = cached_rows(listed_query)
     hours = (
-        gpu_hours_by_owner(experiment_ids=[row["experiment_id"] for row in listed], period=period)
+        # Cached with the rows they are for: GPU metrics, registrations and host mappings all
+        # move the data version.
+        cached(
+            "gpu-hours",
+            listed_query,
+            lambda: gpu_hours_by_owner(
+                experiment_ids=[row["experiment_id"] for row in listed], period=period
+            ),
+        )
         if gpu_hours
         else {}
     )
@@ -170,7 +179,8 @@ def deployment_costs(
         .annotate(amount=Sum("effective_cost"))
         .order_by("-amount", "deployment__name", "deployment_id")
     )
-    rows = cached_rows(rows[:limit] if limit is not None else rows)
+    rows_query = rows[:limit] if limit is not None else rows
+    rows = cached_rows(rows_query)
     ids = [row["deployment_id"] for row in rows]
     traffic = {}
     if ids:
@@ -184,7 +194,13 @@ def deployment_costs(
             .order_by()
             .values_list("deployment_id", "requests")
         )
-    hours_by_owner = gpu_hours_by_owner(deployment_ids=ids, period=period) if gpu_hours else {}
+    hours_by_owner = (
+        cached(
+            "gpu-hours", rows_query, lambda: gpu_hours_by_owner(deployment_ids=ids, period=period)
+        )
+        if gpu_hours
+        else {}
+    )
     return [
         DeploymentCost(
             pk=row["deployment_id"],

@@ -210,3 +210,38 @@ def test_reading_the_pages_writes_no_settings_row(found, lead):
         assert client_for(lead).get("/gpus/").status_code == 200
     assert not InsightsSettings.objects.exists()
     assert InsightsSettings.get().unattributed_threshold == 10
+
+
+def test_the_list_shows_fifty_findings_a_page_with_a_pager_that_keeps_the_filters(found, lead):
+    # 55 more idle findings without hours, ranked below the recomputed ones by their amounts.
+    Finding.objects.bulk_create(
+        Finding(
+            kind=Kind.IDLE_GPU,
+            subject_key=f"extra-{n:02}",
+            resource_id=f"extra-{n:02}",
+            reason="extra",
+            rank_amount=n / 100,
+        )
+        for n in range(55)
+    )
+    count = Finding.objects.filter(kind=Kind.IDLE_GPU, status=Status.OPEN).count()
+    assert count == 58
+    query = "/waste/?kind=idle_gpu&start=2025-03-10&end=2025-03-10"
+    with time_machine.travel(NOW, tick=False):
+        first = client_for(lead).get(query).content.decode()
+        second = client_for(lead).get(query + "&page=2").content.decode()
+        beyond = client_for(lead).get(query + "&page=9").content.decode()
+        garbled = client_for(lead).get(query + "&page=x").content.decode()
+    rows = '<tr id="finding-'
+    assert (first.count(rows), second.count(rows)) == (50, 8)
+    assert "Findings 1–50 of 58 · page 1 of 2" in first
+    assert "Findings 51–58 of 58 · page 2 of 2" in second
+    assert 'href="/waste/?kind=idle_gpu&amp;start=2025-03-10&amp;end=2025-03-10&amp;page=2"' in (
+        first
+    )
+    assert 'rel="prev"' in second and 'rel="next"' not in second
+    # The costliest first across pages: the last extra (0.54) on page 1, the first (0.00) on 2.
+    assert f'id="finding-{Finding.objects.get(subject_key="extra-54").pk}"' in first
+    assert f'id="finding-{Finding.objects.get(subject_key="extra-00").pk}"' in second
+    assert "Findings 51–58 of 58 · page 2 of 2" in beyond
+    assert "Findings 1–50 of 58 · page 1 of 2" in garbled

@@ -17,6 +17,11 @@ waste page and a model of theirs, and a trivial login-required view in the same 
 2. A closed loop: `--closed-users` (8) users without think time for `--closed-duration` (30 s):
    the throughput the server holds.
 
+With `--warm`, every page the users browse is first requested once, one after the other (each
+person's overview, waste page, projects and models), so that the timed runs see the cache as a
+working day leaves it; without it they start cold (empty the cache first: every first visit of a
+team to a page then computes its figures).
+
 Each user starts logged in (a session made by this script, as a login makes it: fifty password
 hashes at once would measure the login); the figures are counted from when all users have
 started (Locust's --reset-stats). It refuses the shared `costsite_bench`: sessions are written.
@@ -137,6 +142,29 @@ def serve(port: int, workers: int, out: Path) -> subprocess.Popen:
     sys.exit(f"gunicorn did not answer within {START_TIMEOUT} s; see {log}")
 
 
+def warm(port: int, who: list[dict]) -> tuple[int, float]:
+    """Every page the users will browse requested once (each person's overview, waste page,
+    projects and models), one after the other, as a working day's first visits leave the
+    cache. Returns the pages requested and the seconds it took."""
+    seen, pages, clock = set(), 0, time.perf_counter()
+    for person in who:
+        if person["username"] in seen:
+            continue
+        seen.add(person["username"])
+        urls = ["/", "/waste/"]
+        urls += [f"/projects/{slug}/" for slug in person["projects"]]
+        urls += [f"/models/{pk}/" for pk in person["models"]]
+        for url in urls:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}{url}",
+                headers={"Cookie": f"sessionid={person['session']}"},
+            )
+            with urllib.request.urlopen(request, timeout=120) as answer:  # noqa: S310 (loopback)
+                answer.read()
+            pages += 1
+    return pages, time.perf_counter() - clock
+
+
 def locust(
     *, port: int, users: int, duration: int, think: str, prefix: Path, who: list[dict]
 ) -> dict:
@@ -193,6 +221,11 @@ def main() -> None:
     parser.add_argument("--closed-duration", type=int, default=30)
     parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "load")
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="request every page once before the timed runs (the cache as a day leaves it)",
+    )
     args = parser.parse_args()
 
     database = os.environ.get("DATABASE_URL", "")
@@ -202,7 +235,11 @@ def main() -> None:
     who = people(max(args.users, args.closed_users))
     port = free_port()
     server = serve(port, args.workers, args.out)
+    warmed = None
     try:
+        if args.warm:
+            warmed = warm(port, who)
+            print(f"Warmed {warmed[0]} pages in {warmed[1]:.1f} s", flush=True)
         think = locust(
             port=port,
             users=args.users,
@@ -227,7 +264,9 @@ def main() -> None:
             server.kill()
     lines = report(
         f"{args.users} users, think time {args.think} s, {args.duration} s, "
-        f"gunicorn --workers {args.workers}:",
+        f"gunicorn --workers {args.workers}"
+        + (f", after {warmed[0]} pages requested once ({warmed[1]:.0f} s)" if warmed else "")
+        + ":",
         think,
     )
     lines += [""] + report(
@@ -241,6 +280,7 @@ def main() -> None:
     )
     worst = max(row["p95_ms"] for row in pages)
     verdict = {
+        "warm": args.warm,
         "errors": errors,
         "worst_page_p95_ms": worst,
         "worst_ratio_to_trivial": round(worst / trivial, 2) if trivial else None,

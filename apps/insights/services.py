@@ -5,7 +5,7 @@ import json
 import logging
 import time
 from collections import defaultdict
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from django.db import DatabaseError, connection, transaction
@@ -327,8 +327,42 @@ def _planner_settings() -> None:
         cursor.execute("SET LOCAL work_mem = '256MB'")
 
 
+class HoursChanged:
+    """Which hours a recompute wrote or deleted: a span of UTC hours, or everywhere in its period
+    (a first recompute's plain writes, SQLite's), so that only those days of the day rollup are
+    rebuilt."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.whole, self.first, self.last = False, None, None
+
+    def everywhere(self) -> None:
+        self.whole = True
+
+    def span(self, first: datetime, last: datetime) -> None:
+        self.first = first if self.first is None else min(self.first, first)
+        self.last = last if self.last is None else max(self.last, last)
+
+    def days(self, *, start: date | None, end: date | None) -> tuple | None:
+        """The UTC days `[from, until)` to rebuild within the period (None ends: unbounded), or
+        None when no hour changed."""
+        if self.whole:
+            return start, end
+        if self.first is None:
+            return None
+        first = self.first.astimezone(UTC).date()
+        until = self.last.astimezone(UTC).date() + timedelta(days=1)
+        return max(first, start) if start else first, min(until, end) if end else until
+
+
+hours_changed = HoursChanged()  # one recompute at a time per process (the recompute lock)
+
+
 def _recompute(*, start: date | None, end: date | None, beat) -> dict:
     today = timezone.now().date()
+    hours_changed.reset()
     summary: dict = {"start": start and start.isoformat(), "end": end and end.isoformat()}
     summary["woken"] = findings_wake(today=today)
     org = Organization.get()
@@ -354,10 +388,16 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
         # next one's anti-joins loop (bench/findings_recompute.py: 113 s against 75).
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {FindingHour._meta.db_table}")
-    # The pages' day rollup of the hours, for the days recomputed, in this transaction.
+    # The pages' day rollup of the hours, in this transaction, for the days whose hours changed
+    # (the nightly recompute finds most as they were).
     beat()
     clock = time.perf_counter()
-    summary["day_rollup"] = day_rollup_rebuild(start=start, end=end)
+    days = hours_changed.days(start=start, end=end)
+    summary["day_rollup"] = (
+        day_rollup_rebuild(start=days[0], end=days[1]) if days is not None else {}
+    )
+    for name, day in zip(("days_from", "days_until"), days or (None, None), strict=True):
+        summary["day_rollup"][name] = day.isoformat() if day else None
     summary["day_rollup"]["seconds"] = round(time.perf_counter() - clock, 3)
     if on_postgresql and written > ANALYZE_AFTER_HOURS:
         with connection.cursor() as cursor:
@@ -515,6 +555,8 @@ def _hours_diff_write(
             " ORDER BY finding_id, hour",
             computed_params,
         )
+        if cursor.rowcount:
+            hours_changed.everywhere()
         return cursor.rowcount, 0
 
     # One pass: the stored hours of the period joined to the computed ones on every column (an
@@ -544,17 +586,21 @@ def _hours_diff_write(
         ), gone AS (
             DELETE FROM {hours_table}
             WHERE ctid IN (SELECT old_row FROM changed WHERE old_row IS NOT NULL)
-            RETURNING 1
+            RETURNING hour
         ), came AS (
             INSERT INTO {hours_table} ({columns})
             SELECT {columns} FROM changed WHERE old_row IS NULL
-            RETURNING 1
+            RETURNING hour
         )
-        SELECT (SELECT count(*) FROM came), (SELECT count(*) FROM gone)
+        SELECT (SELECT count(*) FROM came), (SELECT count(*) FROM gone),
+               least((SELECT min(hour) FROM came), (SELECT min(hour) FROM gone)),
+               greatest((SELECT max(hour) FROM came), (SELECT max(hour) FROM gone))
         """,
         [kind, *period_params, *computed_params],
     )
-    inserted, deleted = cursor.fetchone()
+    inserted, deleted, first, last = cursor.fetchone()
+    if first is not None:
+        hours_changed.span(first, last)
     cursor.execute("SET LOCAL enable_mergejoin TO DEFAULT")
     return inserted, deleted
 
@@ -801,11 +847,15 @@ def _hours_store(
             [FindingHour(**dict(zip(HOUR_COLUMNS, row, strict=True))) for row in rows],
             batch_size=5000,
         )
+        if rows or deleted:
+            hours_changed.everywhere()
         return len(rows), deleted
     columns = ", ".join(HOUR_COLUMNS)
     if not stored:
         # Nothing to diff against: the hours and the days' hours go straight into the table
         # (through the temporary table, a first recompute wrote storage's 1.1M hours twice).
+        if rows or day_rows:
+            hours_changed.everywhere()
         table = FindingHour._meta.db_table
         with connection.cursor() as cursor:
             if rows:

@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+import time_machine
 from django.db.models import Sum
 
 from apps.insights.days import day_rollup_rebuild, days_forget, days_seen
@@ -27,6 +28,8 @@ from apps.insights.selectors import (
     wasted_in_period,
 )
 from apps.insights.services import findings_recompute
+
+from .conftest import line
 
 pytestmark = pytest.mark.django_db
 
@@ -252,3 +255,32 @@ def test_the_recompute_keeps_the_days_of_its_hours(bill):
     # Run again: the same days, nothing doubled.
     findings_recompute()
     assert sum(FindingDay.objects.values_list("wasted", flat=True), Decimal("0")) == wasted
+
+
+def days_of_hours() -> dict:
+    return {
+        (row["finding_id"], row["hour__date"], row["currency"]): row["wasted"]
+        for row in FindingHour.objects.values("finding_id", "hour__date", "currency")
+        .annotate(wasted=Sum("wasted"))
+        .order_by()
+    }
+
+
+@time_machine.travel(datetime(2025, 3, 13, 9, tzinfo=UTC), tick=False)
+def test_a_recompute_rebuilds_only_the_days_whose_hours_changed(bill, delivery):
+    first = findings_recompute().summary["day_rollup"]
+    # The first recompute wrote every hour: its whole period (all time) rebuilt.
+    assert (first["days_from"], first["days_until"]) == (None, None)
+    # Again, nothing changed: only 10 March, where the unattributed subject under the threshold
+    # (111/EC2-Other's day) has its hours written and dropped again with its stillborn finding.
+    again = findings_recompute().summary["day_rollup"]
+    assert (again["days_from"], again["days_until"]) == ("2025-03-10", "2025-03-11")
+    # 20.00 of a stray box on 12 March: its hours change too, and the span 10-12 March is rebuilt.
+    line(delivery, "2025-03-12 14:00", "2025-03-12 15:00", "20.00", resource="i-new")
+    changed = findings_recompute().summary["day_rollup"]
+    assert (changed["days_from"], changed["days_until"]) == ("2025-03-10", "2025-03-13")
+    assert changed["days"] > 0
+    from_days = {
+        (row.finding_id, row.day, row.currency): row.wasted for row in FindingDay.objects.all()
+    }
+    assert from_days == days_of_hours()

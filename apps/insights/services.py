@@ -5,7 +5,7 @@ import json
 import logging
 import time
 from collections import defaultdict
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.db import DatabaseError, connection, transaction
@@ -328,33 +328,54 @@ def _planner_settings() -> None:
 
 
 class HoursChanged:
-    """Which hours a recompute wrote or deleted: a span of UTC hours, or everywhere in its period
+    """Which days a recompute wrote or deleted hours of, per finding, or everywhere in its period
     (a first recompute's plain writes, SQLite's), so that only those days of the day rollup are
-    rebuilt."""
+    rebuilt. Hours of a finding deleted before the end (stillborn: it came to nothing) leave no
+    trace and are forgotten."""
+
+    # Days apart, the rollup is rebuilt a day at a time; past this many stretches, over the whole
+    # span at once (one pass over it costs less than as many index reads).
+    STRETCHES = 30
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
-        self.whole, self.first, self.last = False, None, None
+        self.whole = False
+        self.days_of: dict[int, set[date]] = defaultdict(set)
 
     def everywhere(self) -> None:
         self.whole = True
 
-    def span(self, first: datetime, last: datetime) -> None:
-        self.first = first if self.first is None else min(self.first, first)
-        self.last = last if self.last is None else max(self.last, last)
+    def day(self, finding_id: int, day: date) -> None:
+        self.days_of[finding_id].add(day)
 
-    def days(self, *, start: date | None, end: date | None) -> tuple | None:
-        """The UTC days `[from, until)` to rebuild within the period (None ends: unbounded), or
-        None when no hour changed."""
+    def forget(self, finding_ids) -> None:
+        for finding_id in finding_ids:
+            self.days_of.pop(finding_id, None)
+
+    def stretches(self, *, start: date | None, end: date | None) -> list[tuple]:
+        """The UTC days `[from, until)` to rebuild within the period (None ends: unbounded),
+        as few stretches of consecutive days; none when no hour changed."""
         if self.whole:
-            return start, end
-        if self.first is None:
-            return None
-        first = self.first.astimezone(UTC).date()
-        until = self.last.astimezone(UTC).date() + timedelta(days=1)
-        return max(first, start) if start else first, min(until, end) if end else until
+            return [(start, end)]
+        days = sorted(
+            {
+                day
+                for days in self.days_of.values()
+                for day in days
+                if (start is None or day >= start) and (end is None or day < end)
+            }
+        )
+        stretches: list[list[date]] = []
+        for day in days:
+            if stretches and stretches[-1][1] == day:
+                stretches[-1][1] = day + timedelta(days=1)
+            else:
+                stretches.append([day, day + timedelta(days=1)])
+        if len(stretches) > self.STRETCHES:
+            return [(stretches[0][0], stretches[-1][1])]
+        return [tuple(stretch) for stretch in stretches]
 
 
 hours_changed = HoursChanged()  # one recompute at a time per process (the recompute lock)
@@ -392,13 +413,16 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
     # (the nightly recompute finds most as they were).
     beat()
     clock = time.perf_counter()
-    days = hours_changed.days(start=start, end=end)
-    summary["day_rollup"] = (
-        day_rollup_rebuild(start=days[0], end=days[1]) if days is not None else {}
-    )
-    for name, day in zip(("days_from", "days_until"), days or (None, None), strict=True):
-        summary["day_rollup"][name] = day.isoformat() if day else None
-    summary["day_rollup"]["seconds"] = round(time.perf_counter() - clock, 3)
+    stretches = hours_changed.stretches(start=start, end=end)
+    rebuilt: dict = defaultdict(int)
+    for first, until in stretches:
+        for table, rows in day_rollup_rebuild(start=first, end=until).items():
+            rebuilt[table] += rows
+    rebuilt["stretches"] = [
+        [first and first.isoformat(), until and until.isoformat()] for first, until in stretches
+    ]
+    rebuilt["seconds"] = round(time.perf_counter() - clock, 3)
+    summary["day_rollup"] = dict(rebuilt)
     if on_postgresql and written > ANALYZE_AFTER_HOURS:
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {FindingDay._meta.db_table}")
@@ -586,21 +610,22 @@ def _hours_diff_write(
         ), gone AS (
             DELETE FROM {hours_table}
             WHERE ctid IN (SELECT old_row FROM changed WHERE old_row IS NOT NULL)
-            RETURNING hour
+            RETURNING finding_id, hour, 0 AS came
         ), came AS (
             INSERT INTO {hours_table} ({columns})
             SELECT {columns} FROM changed WHERE old_row IS NULL
-            RETURNING hour
+            RETURNING finding_id, hour, 1 AS came
         )
-        SELECT (SELECT count(*) FROM came), (SELECT count(*) FROM gone),
-               least((SELECT min(hour) FROM came), (SELECT min(hour) FROM gone)),
-               greatest((SELECT max(hour) FROM came), (SELECT max(hour) FROM gone))
+        SELECT finding_id, (hour AT TIME ZONE 'UTC')::date, sum(came), count(*) - sum(came)
+        FROM (SELECT * FROM came UNION ALL SELECT * FROM gone) AS moved
+        GROUP BY 1, 2
         """,
         [kind, *period_params, *computed_params],
     )
-    inserted, deleted, first, last = cursor.fetchone()
-    if first is not None:
-        hours_changed.span(first, last)
+    inserted = deleted = 0
+    for finding_id, day, came, went in cursor.fetchall():
+        hours_changed.day(finding_id, day)
+        inserted, deleted = inserted + came, deleted + went
     cursor.execute("SET LOCAL enable_mergejoin TO DEFAULT")
     return inserted, deleted
 
@@ -1085,6 +1110,7 @@ def _refresh(
     _findings_write(changed)
     if stillborn:
         Finding.objects.filter(pk__in=stillborn).delete()
+        hours_changed.forget(stillborn)
 
 
 def _findings_write(changed: list[Finding]) -> None:

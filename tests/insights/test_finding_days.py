@@ -27,7 +27,7 @@ from apps.insights.selectors import (
     wasted_counted_once,
     wasted_in_period,
 )
-from apps.insights.services import findings_recompute
+from apps.insights.services import HoursChanged, findings_recompute
 
 from .conftest import line
 
@@ -270,17 +270,41 @@ def days_of_hours() -> dict:
 def test_a_recompute_rebuilds_only_the_days_whose_hours_changed(bill, delivery):
     first = findings_recompute().summary["day_rollup"]
     # The first recompute wrote every hour: its whole period (all time) rebuilt.
-    assert (first["days_from"], first["days_until"]) == (None, None)
-    # Again, nothing changed: only 10 March, where the unattributed subject under the threshold
-    # (111/EC2-Other's day) has its hours written and dropped again with its stillborn finding.
+    assert first["stretches"] == [[None, None]]
+    # Again, nothing changed: nothing rebuilt. (The unattributed subject under the threshold,
+    # 111/EC2-Other's day, has its hours written and dropped again with its stillborn finding:
+    # they leave no trace, and are not counted as a change.)
     again = findings_recompute().summary["day_rollup"]
-    assert (again["days_from"], again["days_until"]) == ("2025-03-10", "2025-03-11")
-    # 20.00 of a stray box on 12 March: its hours change too, and the span 10-12 March is rebuilt.
+    assert again["stretches"] == []
+    # 20.00 of a stray box on 12 March: that day alone.
     line(delivery, "2025-03-12 14:00", "2025-03-12 15:00", "20.00", resource="i-new")
     changed = findings_recompute().summary["day_rollup"]
-    assert (changed["days_from"], changed["days_until"]) == ("2025-03-10", "2025-03-13")
+    assert changed["stretches"] == [["2025-03-12", "2025-03-13"]]
     assert changed["days"] > 0
     from_days = {
         (row.finding_id, row.day, row.currency): row.wasted for row in FindingDay.objects.all()
     }
     assert from_days == days_of_hours()
+
+
+def test_the_changed_days_are_rebuilt_in_stretches_or_as_one_span_when_scattered():
+    changed = HoursChanged()
+    for finding_id, day in [(1, 10), (1, 11), (2, 11), (2, 14), (3, 20)]:
+        changed.day(finding_id, DAY.replace(day=day))
+    changed.forget([3])  # stillborn
+    assert changed.stretches(start=None, end=None) == [
+        (DAY, DAY.replace(day=12)),
+        (DAY.replace(day=14), DAY.replace(day=15)),
+    ]
+    # Within the recompute's period only.
+    assert changed.stretches(start=DAY.replace(day=11), end=DAY.replace(day=14)) == [
+        (DAY.replace(day=11), DAY.replace(day=12))
+    ]
+    scattered = HoursChanged()
+    for n in range(HoursChanged.STRETCHES + 1):
+        scattered.day(1, DAY + timedelta(days=2 * n))
+    assert scattered.stretches(start=None, end=None) == [
+        (DAY, DAY + timedelta(days=2 * HoursChanged.STRETCHES + 1))
+    ]
+    scattered.everywhere()
+    assert scattered.stretches(start=DAY, end=None) == [(DAY, None)]

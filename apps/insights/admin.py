@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import transaction
 
 from .days import days_forget, days_seen
 from .figures import findings_version_bump
@@ -31,6 +32,12 @@ class FindingAdmin(admin.ModelAdmin):
     readonly_fields = ["wasted", "savings_per_month", "rank_amount", "evidence", "first_seen"]
     inlines = [FindingEventInline]
 
+    def get_readonly_fields(self, request, obj=None):
+        # A finding's kind and subject are its identity (the recompute finds it by them, and its
+        # hours and day rollup follow its kind): shown once it exists, not edited.
+        fields = super().get_readonly_fields(request, obj)
+        return [*fields, "kind", "subject_key"] if obj is not None else fields
+
     # An edit here moves the findings version, as the workflow's changes do (figures cached
     # by the pages are read afresh).
     def save_model(self, request, obj, form, change) -> None:
@@ -38,13 +45,16 @@ class FindingAdmin(admin.ModelAdmin):
         findings_version_bump()
 
     # A delete also rebuilds the findings' day rollup over the days they were seen (their hours
-    # go with them, and with them what they shared with other findings).
+    # go with them, and with them what they shared with other findings), in one transaction:
+    # no page reads those days half rebuilt.
+    @transaction.atomic
     def delete_model(self, request, obj) -> None:
         seen = days_seen(Finding.objects.filter(pk=obj.pk))
         super().delete_model(request, obj)
         days_forget(seen)
         findings_version_bump()
 
+    @transaction.atomic
     def delete_queryset(self, request, queryset) -> None:
         seen = days_seen(queryset)
         super().delete_queryset(request, queryset)

@@ -10,7 +10,7 @@ developer's machine) the pages read the hours themselves and nothing is written 
 
 from datetime import date, timedelta
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Max, Min
 
 from .compute import day_start
@@ -33,11 +33,24 @@ def day_rollup_used() -> bool:
     return connection.vendor == "postgresql"
 
 
+# A transaction-scoped advisory lock: one rebuild at a time (the recompute's, an admin delete's),
+# each seeing the other's rows once it has them, never writing the same days twice.
+REBUILD_LOCK = 0x66696E64  # "find"
+
+
 def day_rollup_rebuild(*, start: date | None, end: date | None) -> dict[str, int]:
-    """The rollup of the UTC days `[start, end)` (None: unbounded) made again from the hours.
+    """The rollup of the UTC days `[start, end)` (None: unbounded) made again from the hours,
+    in a transaction (the caller's, when it has one) that holds the rebuild lock to its end.
     Returns how many rows of each table were written."""
     if not day_rollup_used():
         return {"days": 0, "shared_hours": 0, "share_days": 0}
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REBUILD_LOCK])
+        return _rebuild(start=start, end=end)
+
+
+def _rebuild(*, start: date | None, end: date | None) -> dict[str, int]:
     tables = {
         "hours": FindingHour._meta.db_table,
         "findings": Finding._meta.db_table,

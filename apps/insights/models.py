@@ -212,10 +212,12 @@ class FindingDay(models.Model):
     alone = models.DecimalField(**MONEY)
 
     class Meta:
-        indexes = [
-            models.Index(fields=["finding", "day"], name="findingday_finding_idx"),
-            models.Index(fields=["day"], name="findingday_day_idx"),
+        constraints = [
+            models.UniqueConstraint(
+                fields=["finding", "day", "currency"], name="findingday_one_per_day"
+            )
         ]
+        indexes = [models.Index(fields=["day"], name="findingday_day_idx")]
 
     def __str__(self) -> str:
         return f"{self.finding_id} {self.day}"
@@ -252,6 +254,11 @@ class FindingShareDay(models.Model):
     counted = models.DecimalField(**MONEY)
 
     class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["group", "day", "currency"], name="findingshareday_one_per_day"
+            )
+        ]
         indexes = [models.Index(fields=["day"], name="findingshareday_day_idx")]
 
     def __str__(self) -> str:
@@ -263,8 +270,9 @@ class FindingSharedHour(models.Model):
     of its FindingHour's columns: what a set holding only some of a group's findings counts,
     hour by hour."""
 
+    # Indexed by finding: a finding's delete (a stillborn one, in the admin) finds its rows.
     finding = models.ForeignKey(
-        Finding, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+        Finding, on_delete=models.CASCADE, related_name="+", db_constraint=False
     )
     group = models.ForeignKey(
         FindingShareGroup, on_delete=models.CASCADE, related_name="+", db_index=False

@@ -90,3 +90,33 @@ def test_an_outsider_reads_nothing_of_another_team_in_the_overview_export(outsid
         outsider_client.get(reverse("overview_export"), {"table": "projects"}).streaming_content
     ).decode()
     assert "Translation" in body and "Image ranking" not in body
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/",
+        "/?preset=all",
+        "/spend.csv?table=projects",
+        "/spend.csv?table=models",
+        "/spend.csv?table=movers",
+        "/waste/",
+        "/storage/",
+        "/gpus/",
+    ],
+)
+def test_someone_who_sees_no_project_gets_empty_pages_not_errors(bill, url):
+    """The pages filter by the ids of the projects a person sees; with none, a filter that
+    matches nothing compiles to no SQL, and every page answers with nothing to show."""
+    from django.test import Client
+
+    from tests.factories import UserFactory
+
+    client = Client()
+    client.force_login(UserFactory(username="nobody-yet"))
+    response = client.get(url)
+    assert response.status_code == 200, (url, response.status_code)
+    body = (
+        b"".join(response.streaming_content) if response.streaming else response.content
+    ).decode()
+    assert "Image ranking" not in body

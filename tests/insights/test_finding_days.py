@@ -6,11 +6,13 @@ import itertools
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
+import psycopg
 import pytest
 import time_machine
+from django.db import connection
 from django.db.models import Sum
 
-from apps.insights.days import day_rollup_rebuild, days_forget, days_seen
+from apps.insights.days import REBUILD_LOCK, day_rollup_rebuild, days_forget, days_seen
 from apps.insights.models import (
     Finding,
     FindingDay,
@@ -308,3 +310,34 @@ def test_the_changed_days_are_rebuilt_in_stretches_or_as_one_span_when_scattered
     ]
     scattered.everywhere()
     assert scattered.stretches(start=DAY, end=None) == [(DAY, None)]
+
+
+def test_a_finding_deleted_through_the_admin_page_is_counted_out_and_its_kind_is_not_edited(
+    overlapping, staff_client
+):
+    idle, failed = overlapping[0], overlapping[1]
+    change = staff_client.get(f"/admin/insights/finding/{idle.pk}/change/").content.decode()
+    assert 'name="kind"' not in change and 'name="subject_key"' not in change
+    response = staff_client.post(f"/admin/insights/finding/{failed.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    everything = Finding.objects.all()
+    assert wasted_counted_once(findings=everything, start=None, end=None) == reference(
+        everything, None, None
+    )
+    assert not FindingDay.objects.filter(finding_id=failed.pk).exists()
+
+
+def test_a_rebuild_holds_the_rebuild_lock_until_its_transaction_ends(overlapping):
+    """Two rebuilds at once (the recompute's, an admin delete's) would each write the days:
+    the second waits for the first's commit. Here the test's transaction holds it."""
+    day_rollup_rebuild(start=DAY, end=DAY + timedelta(days=1))
+    settings = connection.settings_dict
+    with psycopg.connect(
+        host=settings["HOST"],
+        port=settings["PORT"] or 5432,
+        user=settings["USER"],
+        dbname=settings["NAME"],
+        autocommit=True,
+    ) as other:
+        taken = other.execute("SELECT pg_try_advisory_lock(%s)", [REBUILD_LOCK]).fetchone()[0]
+    assert taken is False

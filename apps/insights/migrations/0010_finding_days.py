@@ -47,7 +47,8 @@ class Migration(migrations.Migration):
                 ('finding', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='days', to='insights.finding')),
             ],
             options={
-                'indexes': [models.Index(fields=['finding', 'day'], name='findingday_finding_idx'), models.Index(fields=['day'], name='findingday_day_idx')],
+                'indexes': [models.Index(fields=['day'], name='findingday_day_idx')],
+                'constraints': [models.UniqueConstraint(fields=('finding', 'day', 'currency'), name='findingday_one_per_day')],
             },
         ),
         migrations.CreateModel(
@@ -59,7 +60,7 @@ class Migration(migrations.Migration):
                 ('currency', models.CharField(max_length=10)),
                 ('wasted', models.DecimalField(decimal_places=15, max_digits=38)),
                 ('spend', models.DecimalField(decimal_places=15, max_digits=38)),
-                ('finding', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='insights.finding')),
+                ('finding', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='insights.finding')),
                 ('group', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='insights.findingsharegroup')),
             ],
             options={
@@ -77,6 +78,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 'indexes': [models.Index(fields=['day'], name='findingshareday_day_idx')],
+                'constraints': [models.UniqueConstraint(fields=('group', 'day', 'currency'), name='findingshareday_one_per_day')],
             },
         ),
         migrations.RunPython(fill, migrations.RunPython.noop),

@@ -33,6 +33,8 @@ def test_staff_read_the_fleet_switch_the_period_and_open_a_gpu(
     page.click("button[type=submit]")
     page.goto(live_server.url + reverse("gpu_fleet"))
     page.wait_for_selector("#fleet-bands + div.chart[data-drawn=true] .main-svg")
+    # charts.js draws one chart a frame, in page order: the page's three, the last in time.
+    page.wait_for_function("document.querySelectorAll('div.chart[data-drawn=true]').length >= 3")
     assert page.locator("div.chart[data-drawn=true]").count() == 3
 
     page.evaluate("window.__stillHere = true")

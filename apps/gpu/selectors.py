@@ -26,6 +26,7 @@ from apps.deployments.models import Deployment, DeploymentResource, Model
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.projects.models import Project
 from apps.projects.selectors import projects_editable_by, projects_visible_to
+from costsite.paging import Window, page_window
 
 from .daily import days_ensure, key_projects
 from .models import Gpu, GpuDay, GpuHour, GpuModelDay, HostMapping, MetricSource
@@ -525,27 +526,10 @@ GPUS_PER_PAGE = 50
 
 
 @dataclass(frozen=True)
-class GpuPage:
-    rows: list[GpuRow]
-    count: int  # GPUs with counted hours in the period
-    number: int
-    pages: int
+class GpuPage(Window):
+    """A page of the fleet's GPU table: its rows, and where they stand (costsite.paging)."""
 
-    @property
-    def has_previous(self) -> bool:
-        return self.number > 1
-
-    @property
-    def has_next(self) -> bool:
-        return self.number < self.pages
-
-    @property
-    def first(self) -> int:
-        return (self.number - 1) * GPUS_PER_PAGE + 1 if self.count else 0
-
-    @property
-    def last(self) -> int:
-        return min(self.count, self.number * GPUS_PER_PAGE)
+    rows: list[GpuRow] = field(default_factory=list)
 
 
 def fleet_gpus(
@@ -572,9 +556,7 @@ def fleet_gpus(
             idle=Sum("idle_gpu_hours"),
         )
     )
-    count = per_gpu.count()
-    pages = max(1, -(-count // per_page))
-    page = min(max(1, page), pages)
+    place = page_window(count=per_gpu.count(), asked=page, per_page=per_page)
     key = sort.removeprefix("-")
     descending = sort.startswith("-")
     # The sort key in the direction asked; ties in the GPUs' own order, as a stable sort keeps it.
@@ -585,7 +567,7 @@ def fleet_gpus(
         util=Coalesce(F("weighted") / F("total"), Value(0.0)),
         idle_ratio=Coalesce(F("idle") / F("total"), Value(0.0)),
     ).order_by(*order)
-    totals = list(ranked[(page - 1) * per_page : page * per_page])
+    totals = list(ranked[place.offset : place.stop])
     gpus = Gpu.objects.select_related("parent").in_bulk([row["gpu_id"] for row in totals])
     resolutions = gpu_resolutions(gpus=[gpu.parent or gpu for gpu in gpus.values()])
     rows = []
@@ -602,7 +584,7 @@ def fleet_gpus(
                 ),
             )
         )
-    return GpuPage(rows=rows, count=count, number=page, pages=pages)
+    return GpuPage(rows=rows, count=place.count, number=place.number, per_page=per_page)
 
 
 def gpu_hours_series(*, gpu: Gpu, start: datetime, end: datetime) -> list[GpuHour]:

@@ -17,6 +17,7 @@ from apps.spend import selectors as spend_selectors
 from apps.spend.filters import SpendFilters, spend_filters_from
 from apps.spend.sections import today as spend_today
 from costsite.htmx import form_page, redirect_after_save
+from costsite.paging import page_asked
 
 from . import selectors, services, tasks
 from .charts import fleet_charts, gpu_hourly_chart
@@ -66,13 +67,6 @@ def _fleet_filters(request: HttpRequest) -> SpendFilters:
     )
 
 
-def _page_number(request: HttpRequest) -> int:
-    try:
-        return max(1, int(request.GET.get("page", 1)))
-    except ValueError:
-        return 1
-
-
 @login_required
 def fleet(request: HttpRequest) -> HttpResponse:
     filters = _fleet_filters(request)
@@ -88,7 +82,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "project": filters.project,
     }
     summary = selectors.fleet(**scope)
-    gpus = selectors.fleet_gpus(**scope, sort=sort, page=_page_number(request))
+    gpus = selectors.fleet_gpus(**scope, sort=sort, page=page_asked(request.GET))
     # The sort and the page travel with the filters; a new filter starts at the first page.
     keep = filters.query(sort="" if sort == DEFAULT_SORT else sort)
     context = {

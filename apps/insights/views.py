@@ -1,7 +1,6 @@
 """The waste page, a finding's page, their actions and the CSV export."""
 
 import csv
-from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlencode
 
@@ -17,6 +16,7 @@ from apps.accounts.guards import staff_or_lead_only
 from apps.accounts.models import Organization, Team
 from apps.projects.selectors import projects_visible_to
 from apps.spend.filters import SpendFilters, spend_filters_from
+from costsite.paging import page_asked, page_window
 from costsite.spreadsheet import neutralised
 
 from . import selectors, selectors_part3, services
@@ -67,44 +67,18 @@ def _waste_rows(request: HttpRequest):
 PAGE_SIZE = 50  # findings listed a page, the costliest first
 
 
-@dataclass(frozen=True)
-class ListPage:
-    number: int
-    count: int  # findings matching the filters
-
-    @property
-    def pages(self) -> int:
-        return max(1, -(-self.count // PAGE_SIZE))
-
-    @property
-    def first(self) -> int:
-        return (self.number - 1) * PAGE_SIZE + 1
-
-    @property
-    def last(self) -> int:
-        return min(self.count, self.number * PAGE_SIZE)
-
-
-def _list_page(request: HttpRequest, findings) -> ListPage:
-    """Which page of the findings the URL asks for (?page=N), within the pages there are."""
-    try:
-        number = max(1, int(request.GET.get("page", 1)))
-    except ValueError:
-        number = 1
-    count = selectors.findings_count(findings)
-    return ListPage(number=min(number, -(-count // PAGE_SIZE) or 1), count=count)
-
-
 @login_required
 def waste(request: HttpRequest) -> HttpResponse:
     form, filters, findings = _waste_rows(request)
     start, end = filters.period.start, filters.period.end
     org = Organization.get()
-    page = _list_page(request, findings)
+    page = page_window(
+        count=selectors.findings_count(findings), asked=page_asked(request.GET), per_page=PAGE_SIZE
+    )
     # The list shows no evidence (a finding's page does): not read, nor the runs' and
     # deployments' tags.
     listed = findings.defer("evidence", "experiment__tags", "deployment__tags")
-    rows = list(listed[page.first - 1 : page.number * PAGE_SIZE])
+    rows = list(listed[page.offset : page.stop])
     period_wasted = selectors.wasted_in_period(
         findings=Finding.objects.filter(pk__in=[finding.pk for finding in rows]),
         start=start,

@@ -24,6 +24,7 @@ from .models import (
     CostLineItem,
     DailyBucketStorage,
     DailyCost,
+    DailyModelApiCost,
     DailyProjectCost,
     DailyResourceCost,
     DailyStorageCost,
@@ -253,11 +254,14 @@ def copy_table(db_table: str, table: pa.Table) -> None:
     if connection.vendor != "postgresql":
         _insert(db_table, table.column_names, _python_rows(table))
         return
+    with connection.cursor() as cursor:
+        copy_into(cursor.cursor, db_table, table)
+
+
+def copy_into(cursor, db_table: str, table: pa.Table) -> None:
+    """COPY the table's rows into `db_table` through a psycopg cursor (PostgreSQL)."""
     columns = ", ".join(connection.ops.quote_name(c) for c in table.column_names)
-    with (
-        connection.cursor() as cursor,
-        cursor.cursor.copy(f"COPY {db_table} ({columns}) FROM STDIN WITH (FORMAT csv)") as copy,
-    ):
+    with cursor.copy(f"COPY {db_table} ({columns}) FROM STDIN WITH (FORMAT csv)") as copy:
         copy.write(memoryview(_csv(table)))
 
 
@@ -521,6 +525,15 @@ def rollups_rebuild(*, delivery_id: int, start=None, end=None) -> None:
     )
     # What is summed from the daily rows (the monthly rows, the per-project days) follows them.
     monthly_rebuild(delivery_id=delivery_id)
+
+
+def rollup_days_delete(*, delivery_id: int, start: datetime, end: datetime) -> None:
+    """Delete one delivery's day rollup rows for days in [start, end): what RollupAccumulator
+    writes (the monthly and summary rows follow the daily ones, rebuilt after)."""
+    for model in (DailyCost, DailyResourceCost, DailyStorageCost, DailyModelApiCost):
+        model.objects.filter(
+            delivery_id=delivery_id, day__gte=start.date(), day__lt=end.date()
+        ).delete()
 
 
 def storage_rebuild(*, delivery_id: int, start=None, end=None, facts=None) -> None:

@@ -3,16 +3,18 @@ changed owner written back, their rollups rebuilt; and what a change would move 
 
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from queue import Full, Queue
 
 import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast, Lower
 from django.utils import timezone
@@ -23,10 +25,13 @@ from .attribution import ATTRIBUTION_COLUMNS, SPLIT_COLUMNS, Attributor
 from .loader import (
     LINE_COLUMNS,
     LineSink,
-    copy_table,
+    RollupAccumulator,
+    copy_into,
     line_days,
+    monthly_rebuild,
+    rollup_days_delete,
     rollups_rebuild,
-    storage_rebuild,
+    storage_summary_rebuild,
 )
 from .models import (
     AttributionRun,
@@ -35,6 +40,7 @@ from .models import (
 )
 from .normalise import DEC, TS
 from .runs import PROGRESS_EVERY_SECONDS, _counts, _day_start, _last_line_id, money_text
+from .storage import StorageFacts
 
 logger = logging.getLogger(__name__)
 
@@ -155,18 +161,40 @@ def _refresh_delivery(
     moves: Moves | None,
     progress: _RunProgress,
     changed_before: int,
+    ahead: bool = False,
 ) -> int:
+    """Attribute one delivery's lines in [first's day, last's day] again (those of the `keys`
+    resources, or all), write what changed and rebuild what the pages read of it; returns the
+    source lines changed. `ahead`: read the lines on another connection, a chunk or two ahead
+    (`_read_ahead`)."""
     start = _day_start(first)
     end = _day_start(last) + timedelta(days=1)
     days: set = set()
     changed = 0
     delivery = Delivery.objects.get(pk=delivery_id)
-    for chunk in _line_chunks(delivery, start, end, keys):
-        changed += _reattribute(chunk, attributor, days, moves)
-        progress.write(lines_changed=changed_before + changed)
+    # A run over all history reads every line of the delivery: its rollups are summed on the way.
+    rollups = _DeliveryRollups(delivery_id, start, end) if keys is None else None
+    chunks = _line_chunks(delivery, start, end, keys)
+    if ahead:
+        chunks = _read_ahead(lambda: _line_chunks(delivery, start, end, keys))
+    writer = _AttributionWriter(threaded=ahead)
+    try:
+        for chunk in chunks:
+            changed += _reattribute(chunk, attributor, days, moves, rollups, writer)
+            progress.write(lines_changed=changed_before + changed)
+    except BaseException as exc:
+        writer.close(exc)
+        raise
+    writer.close()
     # Parts written again have new ids: the delivery's range must cover them.
     Delivery.objects.filter(pk=delivery_id).update(last_line_id=_last_line_id())
-    if days:
+    if rollups is not None:
+        # Written even when no owner moved: an alias of the data class or model dimension
+        # changes the storage rollup's keys, so what the pages read changed all the same (on
+        # SQLite no trigger tells the cached figures).
+        rollups.write()
+        spend_data_changed.announce(start=start.date(), end=end.date(), reason="reattribution")
+    elif days:
         rollups_rebuild(
             delivery_id=delivery_id,
             start=_day_start(min(days)),
@@ -177,13 +205,38 @@ def _refresh_delivery(
             end=(_day_start(max(days)) + timedelta(days=1)).date(),
             reason="reattribution",
         )
-    elif keys is None:
-        # A run over all history follows an alias change: an alias of the data class or model
-        # dimension moves no owner but changes the storage rollup's keys, so what the pages read
-        # changed all the same (on SQLite no trigger tells the cached figures).
-        storage_rebuild(delivery_id=delivery_id, start=start, end=end)
-        spend_data_changed.announce(start=start.date(), end=end.date(), reason="reattribution")
     return changed
+
+
+class _DeliveryRollups:
+    """A delivery's day rollups summed from its lines as the re-attribution leaves them, the
+    way an import sums them: they replace the delivery's rows for the window at the end, so a
+    run over all history does not read every line a second time to rebuild them."""
+
+    def __init__(self, delivery_id: int, start: datetime, end: datetime):
+        self.delivery_id = delivery_id
+        self.start, self.end = start, end
+        # Loaded now: adding lines reads nothing from the database, only a flush writes.
+        self.sums = RollupAccumulator(StorageFacts.load())
+        self._cleared = False
+
+    def add(self, lines: pa.Table, writer: "_AttributionWriter") -> None:
+        self.sums.add(lines)
+        if self.sums.needs_flush:
+            writer.drain()
+            self._clear()
+            self.sums.flush()
+
+    def _clear(self) -> None:
+        if not self._cleared:
+            rollup_days_delete(delivery_id=self.delivery_id, start=self.start, end=self.end)
+            self._cleared = True
+
+    def write(self) -> None:
+        self._clear()
+        self.sums.write(delivery_ids=[self.delivery_id])
+        monthly_rebuild(delivery_id=self.delivery_id)
+        storage_summary_rebuild(delivery_id=self.delivery_id)
 
 
 # What a dry run reads of each line: what attribution looks at, the money, the attribution.
@@ -268,6 +321,55 @@ def _line_chunks(
         yield table
         if complete:
             return
+
+
+_AHEAD = 2  # chunks read ahead: enough to keep the reading connection busy, about 30 MB
+
+
+def _read_ahead(chunks):
+    """What the generator `chunks()` yields, read by a thread, so on a database connection of
+    its own, up to _AHEAD items ahead: the server writes the next chunk out while this process
+    attributes the one before and its own connection writes the changes, on the other core.
+
+    Only where the lines are committed and nothing else writes them meanwhile: a run over a
+    delivery holds the delivery's row lock, which imports and other runs wait for, and the
+    caller is not inside a transaction that wrote lines of its own (attribution_refresh). The
+    thread stops, and closes its connection, when the consumer stops early.
+    """
+    queue: Queue = Queue(maxsize=_AHEAD)
+    stop = threading.Event()
+    done = object()
+
+    def hand(item) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in chunks():
+                if not hand(item):
+                    return
+            hand(done)
+        except BaseException as exc:  # handed to the consumer, raised there
+            hand(exc)
+        finally:
+            connections.close_all()  # this thread's own
+
+    thread = threading.Thread(target=produce, name="costsite-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while (item := queue.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _chunk_reader():
@@ -415,16 +517,29 @@ def _record_moves(diff: _Diff, moves: Moves | None) -> int:
 
 
 def _reattribute(
-    lines: pa.Table, attributor: Attributor, days: set, moves: Moves | None = None
+    lines: pa.Table,
+    attributor: Attributor,
+    days: set,
+    moves: Moves | None = None,
+    rollups: _DeliveryRollups | None = None,
+    writer: "_AttributionWriter | None" = None,
 ) -> int:
-    """Attribute one chunk again and write what changed; returns the source lines changed."""
+    """Attribute one chunk again and write what changed; returns the source lines changed.
+    `writer` writes the whole lines whose attribution changed (at once when None).
+
+    `rollups`, when given, sums the chunk as it is stored afterwards: `fresh` is every line of
+    the chunk attributed again, and a shared line kept as it was has the same parts there."""
+    writer = writer or _AttributionWriter(threaded=False)
     diff = _diff(lines, attributor)
+    if rollups is not None:
+        rollups.add(diff.fresh, writer)
     update = diff.update
     rewrite_rows = diff.rewrite_rows
     if update.num_rows:
-        _update_attribution(update.select(["id", *ATTRIBUTION_UPDATE]))
+        writer.write(update.select(["id", *ATTRIBUTION_UPDATE]))
         days.update(line_days(update).to_pylist())
     if rewrite_rows:
+        writer.drain()  # the connection is this thread's again
         wanted = pa.array(sorted(rewrite_rows), pa.int64())
         rewritten = diff.fresh.filter(pc.is_in(diff.fresh["source_row"], value_set=wanted))
         old_parts = diff.old.filter(pc.is_in(diff.old["source_row"], value_set=wanted))[
@@ -442,33 +557,104 @@ ATTRIBUTION_UPDATE = ["project_id", "experiment_id", "deployment_id", "workload"
 
 
 def _update_attribution(changes: pa.Table) -> None:
-    """Write the new attribution of whole lines (columns `id` and ATTRIBUTION_UPDATE).
+    """Write the new attribution of whole lines (columns `id` and ATTRIBUTION_UPDATE)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            _update_from_copy(cursor.cursor, changes)
+        return
+    line_table = CostLineItem._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {line_table} SET {', '.join(f'{n} = %s' for n in ATTRIBUTION_UPDATE)} "
+            "WHERE id = %s",
+            [(*row[1:], row[0]) for row in zip(*changes.to_pydict().values(), strict=True)],
+        )
 
-    On PostgreSQL the changes are copied into a temporary table and applied by one UPDATE ...
-    FROM: one statement per line (executemany) was most of a re-attribution's time. The table
-    lives until the delivery's transaction ends."""
+
+def _update_from_copy(cursor, changes: pa.Table) -> None:
+    """The changes copied into a temporary table and applied by one UPDATE ... FROM, through a
+    psycopg cursor: one statement per line (executemany) was most of a re-attribution's time.
+    The table lives until the delivery's transaction ends."""
     line_table = CostLineItem._meta.db_table
     assignments = ", ".join(f"{name} = changed.{name}" for name in ATTRIBUTION_UPDATE)
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                f"UPDATE {line_table} SET {', '.join(f'{n} = %s' for n in ATTRIBUTION_UPDATE)} "
-                "WHERE id = %s",
-                [(*row[1:], row[0]) for row in zip(*changes.to_pydict().values(), strict=True)],
-            )
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE TEMPORARY TABLE IF NOT EXISTS reattributed_lines (id bigint PRIMARY KEY, "
-            "project_id bigint, experiment_id bigint, deployment_id bigint, "
-            "workload varchar(20) NOT NULL, attributed_by varchar(10) NOT NULL) ON COMMIT DROP"
-        )
-        cursor.execute("TRUNCATE reattributed_lines")
-        copy_table("reattributed_lines", changes)
-        cursor.execute(
-            f"UPDATE {line_table} AS line SET {assignments} FROM reattributed_lines AS changed "
-            "WHERE line.id = changed.id"
-        )
+    cursor.execute(
+        "CREATE TEMPORARY TABLE IF NOT EXISTS reattributed_lines (id bigint PRIMARY KEY, "
+        "project_id bigint, experiment_id bigint, deployment_id bigint, "
+        "workload varchar(20) NOT NULL, attributed_by varchar(10) NOT NULL) ON COMMIT DROP"
+    )
+    cursor.execute("TRUNCATE reattributed_lines")
+    copy_into(cursor, "reattributed_lines", changes)
+    # The chunk's id range bounds the scan of the lines: without it a planner that thinks the
+    # table small (no statistics yet after a large import) walked every line for each chunk.
+    span = pc.min_max(changes["id"]).as_py()
+    cursor.execute(
+        f"UPDATE {line_table} AS line SET {assignments} FROM reattributed_lines AS changed "
+        "WHERE line.id = changed.id AND line.id BETWEEN %s AND %s",
+        [span["min"], span["max"]],
+    )
+
+
+class _AttributionWriter:
+    """Where a delivery's changed lines go (`write`, columns `id` and ATTRIBUTION_UPDATE).
+
+    Threaded (PostgreSQL), a thread applies them through this process's own connection, so
+    that the server updates one chunk while this process attributes the next. The connection
+    is the thread's while it has work: a COPY in progress must not meet a statement of the
+    caller's, so the caller drains the writer (`drain()`) before any statement of its own, and
+    closes it (`close()`: waits, and raises what went wrong) before the delivery's transaction
+    ends. After a failure the thread skips what is left: the transaction will be rolled back.
+    """
+
+    def __init__(self, *, threaded: bool):
+        self._thread = None
+        if not threaded:
+            return
+        connection.ensure_connection()
+        self._raw = connection.connection
+        self._queue: Queue = Queue(maxsize=1)
+        self._error: BaseException | None = None
+        self._failed = False
+        self._thread = threading.Thread(target=self._run, name="costsite-reattribute", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            changes = self._queue.get()
+            try:
+                if changes is None:
+                    return
+                if self._error is None and not self._failed:
+                    with self._raw.cursor() as cursor:
+                        _update_from_copy(cursor, changes)
+            except BaseException as exc:  # raised by the caller's next write, drain or close
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def write(self, changes: pa.Table) -> None:
+        if self._thread is None:
+            _update_attribution(changes)
+            return
+        if self._error is not None:
+            raise self._error
+        self._queue.put(changes)
+
+    def drain(self) -> None:
+        """Wait until everything written so far is applied; raise what went wrong."""
+        if self._thread is None:
+            return
+        self._queue.join()
+        if self._error is not None:
+            raise self._error
+
+    def close(self, failure: BaseException | None = None) -> None:
+        if self._thread is None:
+            return
+        self._failed = failure is not None
+        self._queue.put(None)
+        self._thread.join()
+        if failure is None and self._error is not None:
+            raise self._error
 
 
 def _merge_parts(lines: pa.Table, rows: set[int]) -> pa.Table:

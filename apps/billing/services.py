@@ -48,6 +48,7 @@ from .reattribution import (  # noqa: F401  (the re-attribution engine; re-expor
     Moves,
     _diff,
     _line_chunks,
+    _read_ahead,
     _record_moves,
     _refresh_delivery,
     _RunProgress,
@@ -328,6 +329,9 @@ def attribution_refresh(
             .order_by("delivery_id")
         ]
     progress.write(deliveries_total=len(scopes), force=True)
+    # Lines another connection may read: all are committed unless the caller's transaction
+    # holds some of its own.
+    ahead = connection.vendor == "postgresql" and not connection.in_atomic_block
     changed = 0
     for done, (delivery_id, first, last) in enumerate(scopes, start=1):
         with transaction.atomic():
@@ -338,7 +342,7 @@ def attribution_refresh(
                 .exists()
             ):
                 changed += _refresh_delivery(
-                    delivery_id, first, last, keys, attributor, moves, progress, changed
+                    delivery_id, first, last, keys, attributor, moves, progress, changed, ahead
                 )
         progress.write(deliveries_done=done, lines_changed=changed, force=True)
     return changed
@@ -354,8 +358,14 @@ def attribution_dry_run(*, attributor: Attributor, narrow=None) -> Moves:
     deliveries = Delivery.objects.filter(status=Delivery.Status.CURRENT).exclude(
         first_charge_period_start=None
     )
+    # Outside a transaction every line is committed: another connection reads them ahead.
+    ahead = connection.vendor == "postgresql" and not connection.in_atomic_block
     for delivery in deliveries.order_by("pk"):
-        for chunk in _line_chunks(delivery, None, None, None, narrow=narrow, names=DRY_RUN_COLUMNS):
+
+        def chunks(delivery=delivery):
+            return _line_chunks(delivery, None, None, None, narrow=narrow, names=DRY_RUN_COLUMNS)
+
+        for chunk in _read_ahead(chunks) if ahead else chunks():
             _record_moves(_diff(chunk, attributor), moves)
     return moves
 

@@ -163,8 +163,8 @@ def test_progress_is_visible_to_another_connection_while_a_delivery_is_open(
     seen = []
     real = reattribution._reattribute
 
-    def watching(lines, attributor, days, moves=None):
-        changed = real(lines, attributor, days, moves)
+    def watching(*args, **kwargs):
+        changed = real(*args, **kwargs)
         # The delivery's transaction is open here; the progress connection reads committed rows.
         row = AttributionRun.objects.using("progress").get(pk=run.pk)
         seen.append((row.status, row.deliveries_total, row.deliveries_done))

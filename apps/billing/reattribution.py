@@ -1,14 +1,16 @@
 """The re-attribution engine: lines read again in chunks, attributed again, the ones that
 changed owner written back, their rollups rebuilt; and what a change would move (dry run)."""
 
+import contextlib
 import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from queue import Full, Queue
+from queue import Queue
 
 import psycopg
 import pyarrow as pa
@@ -39,6 +41,7 @@ from .models import (
     Delivery,
 )
 from .normalise import DEC, TS
+from .reader import read_ahead
 from .runs import PROGRESS_EVERY_SECONDS, _counts, _day_start, _last_line_id, money_text
 from .storage import StorageFacts
 
@@ -165,8 +168,8 @@ def _refresh_delivery(
 ) -> int:
     """Attribute one delivery's lines in [first's day, last's day] again (those of the `keys`
     resources, or all), write what changed and rebuild what the pages read of it; returns the
-    source lines changed. `ahead`: read the lines on another connection, a chunk or two ahead
-    (`_read_ahead`)."""
+    source lines changed. `ahead`: read the lines on another connection, a chunk ahead
+    (`_lines_read_ahead`)."""
     start = _day_start(first)
     end = _day_start(last) + timedelta(days=1)
     days: set = set()
@@ -174,20 +177,27 @@ def _refresh_delivery(
     delivery = Delivery.objects.get(pk=delivery_id)
     # A run over all history reads every line of the delivery: its rollups are summed on the way.
     rollups = _DeliveryRollups(delivery_id, start, end) if keys is None else None
-    chunks = _line_chunks(delivery, start, end, keys)
+    # Parts this run writes again get ids past this one: a chunk read later must not meet them
+    # (on this connection it would, where the delivery's range is not bounded).
+    upto = _last_line_id()
+    chunks = _line_chunks(delivery, start, end, keys, upto=upto)
     if ahead:
-        chunks = _read_ahead(lambda: _line_chunks(delivery, start, end, keys))
+        chunks = _lines_read_ahead(chunks, lock_timeout=READ_AHEAD_LOCK_TIMEOUT)
     writer = _AttributionWriter(threaded=ahead)
     try:
-        for chunk in chunks:
-            changed += _reattribute(chunk, attributor, days, moves, rollups, writer)
-            progress.write(lines_changed=changed_before + changed)
+        with contextlib.closing(chunks):  # a reading thread stops with the loop
+            for chunk in chunks:
+                changed += _reattribute(chunk, attributor, days, moves, rollups, writer)
+                progress.write(lines_changed=changed_before + changed)
     except BaseException as exc:
         writer.close(exc)
         raise
     writer.close()
-    # Parts written again have new ids: the delivery's range must cover them.
-    Delivery.objects.filter(pk=delivery_id).update(last_line_id=_last_line_id())
+    # Parts written again have new ids: the delivery's range must cover them. Only then: past
+    # other deliveries' lines the range would make every later read of this one longer.
+    last = _last_line_id()
+    if last > upto:
+        Delivery.objects.filter(pk=delivery_id).update(last_line_id=last)
     if rollups is not None:
         # Written even when no owner moved: an alias of the data class or model dimension
         # changes the storage rollup's keys, so what the pages read changed all the same (on
@@ -285,16 +295,19 @@ def _line_chunks(
     narrow=None,
     names: list[str] | None = None,
     read=None,
+    upto: int | None = None,
 ):
     """The delivery's lines in the window (all when None) as Arrow tables, in id order, every
     part of a source row in the same chunk (a shared line's parts have adjacent ids).
 
     Each chunk is one query of at most REFRESH_CHUNK lines after the last id of the one before;
     `read` turns that query into a table (`_chunk_reader()`: COPY on PostgreSQL, the ORM
-    elsewhere; both give the same table)."""
+    elsewhere; both give the same table). `upto`: no line with a higher id."""
     read = read or _chunk_reader()
     names = names or ["id", *LINE_COLUMNS]
     lines = CostLineItem.objects.of_delivery(delivery)
+    if upto is not None:
+        lines = lines.filter(id__lte=upto)
     if start is not None:
         lines = lines.filter(charge_period_start__gte=start, charge_period_start__lt=end)
     if keys is not None:
@@ -323,53 +336,34 @@ def _line_chunks(
             return
 
 
-_AHEAD = 2  # chunks read ahead: enough to keep the reading connection busy, about 30 MB
+# How long the reading connection of a run waits for a lock: past it the run fails and is
+# retried. A request for an exclusive lock on the line table (a migration's ALTER TABLE) queues
+# behind the run's transaction, and the reader's next query behind that request, while the run
+# waits for the reader: a wait PostgreSQL cannot see as a deadlock.
+READ_AHEAD_LOCK_TIMEOUT = "30s"
 
 
-def _read_ahead(chunks):
-    """What the generator `chunks()` yields, read by a thread, so on a database connection of
-    its own, up to _AHEAD items ahead: the server writes the next chunk out while this process
-    attributes the one before and its own connection writes the changes, on the other core.
+def _lines_read_ahead(chunks: Iterator[pa.Table], *, lock_timeout: str | None = None):
+    """The chunks read by `reader.read_ahead`'s thread, so on a database connection of that
+    thread's own, one chunk ahead: the server writes the next chunk out while this process
+    attributes the one before (and its own connection writes the changes), on the other core.
 
-    Only where the lines are committed and nothing else writes them meanwhile: a run over a
-    delivery holds the delivery's row lock, which imports and other runs wait for, and the
-    caller is not inside a transaction that wrote lines of its own (attribution_refresh). The
-    thread stops, and closes its connection, when the consumer stops early.
+    Only where the lines are committed and nothing else writes them meanwhile: a run holds the
+    delivery's row lock, which imports and other runs wait for, and its caller is not inside a
+    transaction that may hold lines of its own (attribution_refresh). The thread's connection
+    is closed when the chunks end or the caller closes this generator (it must, on an error).
     """
-    queue: Queue = Queue(maxsize=_AHEAD)
-    stop = threading.Event()
-    done = object()
 
-    def hand(item) -> bool:
-        while not stop.is_set():
-            try:
-                queue.put(item, timeout=0.1)
-                return True
-            except Full:
-                continue
-        return False
-
-    def produce() -> None:
+    def on_own_connection():
         try:
-            for item in chunks():
-                if not hand(item):
-                    return
-            hand(done)
-        except BaseException as exc:  # handed to the consumer, raised there
-            hand(exc)
+            if lock_timeout is not None:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT set_config('lock_timeout', %s, false)", [lock_timeout])
+            yield from chunks
         finally:
-            connections.close_all()  # this thread's own
+            connections.close_all()  # the reading thread's own
 
-    thread = threading.Thread(target=produce, name="costsite-read-ahead", daemon=True)
-    thread.start()
-    try:
-        while (item := queue.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join()
+    return read_ahead(on_own_connection())
 
 
 def _chunk_reader():
@@ -547,7 +541,11 @@ def _reattribute(
         ].to_pylist()
         CostLineItem.objects.filter(id__in=old_parts).delete()
         sink = LineSink.for_connection()
-        sink.write(rewritten)
+        try:
+            sink.write(rewritten)
+        except BaseException as exc:
+            sink.pause(exc)  # the COPY is abandoned, so the transaction can roll back
+            raise
         sink.pause()
         days.update(line_days(rewritten).to_pylist())
     return _record_moves(diff, moves)
@@ -598,11 +596,13 @@ class _AttributionWriter:
     """Where a delivery's changed lines go (`write`, columns `id` and ATTRIBUTION_UPDATE).
 
     Threaded (PostgreSQL), a thread applies them through this process's own connection, so
-    that the server updates one chunk while this process attributes the next. The connection
-    is the thread's while it has work: a COPY in progress must not meet a statement of the
-    caller's, so the caller drains the writer (`drain()`) before any statement of its own, and
-    closes it (`close()`: waits, and raises what went wrong) before the delivery's transaction
-    ends. After a failure the thread skips what is left: the transaction will be rolled back.
+    that the server updates one chunk while this process attributes the next. psycopg runs one
+    statement at a time on a connection, but the caller's statements must come after the
+    changes handed over before them, and their errors must reach the caller: it drains the
+    writer (`drain()`) before any statement of its own, and closes it (`close()`: waits, and
+    raises what went wrong) before the delivery's transaction ends. Errors are Django's, as
+    from the caller's own cursor (an OperationalError hands a run back for a retry). After a
+    failure the thread skips what is left: the transaction will be rolled back.
     """
 
     def __init__(self, *, threaded: bool):
@@ -611,6 +611,7 @@ class _AttributionWriter:
             return
         connection.ensure_connection()
         self._raw = connection.connection
+        self._django_errors = connection.wrap_database_errors
         self._queue: Queue = Queue(maxsize=1)
         self._error: BaseException | None = None
         self._failed = False
@@ -624,7 +625,7 @@ class _AttributionWriter:
                 if changes is None:
                     return
                 if self._error is None and not self._failed:
-                    with self._raw.cursor() as cursor:
+                    with self._django_errors, self._raw.cursor() as cursor:
                         _update_from_copy(cursor, changes)
             except BaseException as exc:  # raised by the caller's next write, drain or close
                 self._error = exc

@@ -10,6 +10,7 @@ Each file yields one delivery per (billing account, billing period) it holds:
 A run whose deliveries are all unchanged rolls back and ends `unchanged`.
 """
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -48,7 +49,7 @@ from .reattribution import (  # noqa: F401  (the re-attribution engine; re-expor
     Moves,
     _diff,
     _line_chunks,
-    _read_ahead,
+    _lines_read_ahead,
     _record_moves,
     _refresh_delivery,
     _RunProgress,
@@ -302,7 +303,8 @@ def attribution_refresh(
     moves: Moves | None = None,
 ) -> int:
     """Attribute again the lines of these resources (all lines when None); rebuild the rollups
-    of the days that changed. Returns how many source lines changed owner.
+    of the days that changed (all of each delivery's days when None: they are summed from the
+    lines read). Returns how many source lines changed owner.
 
     With a run, its progress (deliveries done of those in scope, lines changed so far) is written
     as it goes; `moves` collects the spend that changed owner."""
@@ -329,9 +331,7 @@ def attribution_refresh(
             .order_by("delivery_id")
         ]
     progress.write(deliveries_total=len(scopes), force=True)
-    # Lines another connection may read: all are committed unless the caller's transaction
-    # holds some of its own.
-    ahead = connection.vendor == "postgresql" and not connection.in_atomic_block
+    ahead = _may_read_ahead()
     changed = 0
     for done, (delivery_id, first, last) in enumerate(scopes, start=1):
         with transaction.atomic():
@@ -358,16 +358,25 @@ def attribution_dry_run(*, attributor: Attributor, narrow=None) -> Moves:
     deliveries = Delivery.objects.filter(status=Delivery.Status.CURRENT).exclude(
         first_charge_period_start=None
     )
-    # Outside a transaction every line is committed: another connection reads them ahead.
-    ahead = connection.vendor == "postgresql" and not connection.in_atomic_block
+    ahead = _may_read_ahead()
     for delivery in deliveries.order_by("pk"):
-
-        def chunks(delivery=delivery):
-            return _line_chunks(delivery, None, None, None, narrow=narrow, names=DRY_RUN_COLUMNS)
-
-        for chunk in _read_ahead(chunks) if ahead else chunks():
-            _record_moves(_diff(chunk, attributor), moves)
+        chunks = _line_chunks(delivery, None, None, None, narrow=narrow, names=DRY_RUN_COLUMNS)
+        if ahead:
+            chunks = _lines_read_ahead(chunks)
+        with contextlib.closing(chunks):  # a reading thread stops with the loop
+            for chunk in chunks:
+                _record_moves(_diff(chunk, attributor), moves)
     return moves
+
+
+def _may_read_ahead() -> bool:
+    """Whether another connection may read the lines: outside a transaction (every line this
+    process wrote is committed), on PostgreSQL."""
+    return (
+        connection.vendor == "postgresql"
+        and connection.get_autocommit()
+        and not connection.in_atomic_block
+    )
 
 
 # The BRIN index of the lines' charge periods (migration 0012, PostgreSQL only).

@@ -2,10 +2,13 @@
 (as an import does) instead of reading every line again to rebuild them: what it writes equals
 a rebuild of the same rollups from the stored lines, to the cent, in every rollup table."""
 
+import threading
 from decimal import Decimal
 
+import psycopg
 import pytest
-from django.db.models import DecimalField, IntegerField, Sum
+from django.db import OperationalError
+from django.db.models import Count, DecimalField, IntegerField, Sum
 
 from apps.billing import reattribution, services
 from apps.billing.loader import RollupAccumulator, rollups_rebuild
@@ -149,7 +152,7 @@ def test_the_rollups_a_full_run_sums_equal_a_rebuild_from_the_lines(bills):
     assert written != before
     assert written == rebuilt_sums()
     # The shared line is stored as two parts, and the rollups count both.
-    assert CostLineItem.objects.filter(source_row=2).count() == 2
+    assert CostLineItem.objects.filter(delivery__format="focus", source_row=3).count() == 2
     assert DailyCost.objects.aggregate(n=Sum("line_items"))["n"] == (CostLineItem.objects.count())
     # nlp: the evaluation's fifth of the shared line, its line of the 25th, the transfer.
     assert DailyCost.objects.filter(project=bills.nlp).aggregate(s=Sum("effective_cost")) == {
@@ -158,11 +161,33 @@ def test_the_rollups_a_full_run_sums_equal_a_rebuild_from_the_lines(bills):
 
 
 def test_sums_written_out_part_way_give_the_same_rollups(bills, monkeypatch):
-    # Past FLUSH_AT groups the running sums are written out and started again.
+    # Past FLUSH_AT merged groups the running sums are written out and started again.
+    monkeypatch.setattr(RollupAccumulator, "MERGE_AT", 0)
     monkeypatch.setattr(RollupAccumulator, "FLUSH_AT", 1)
+    flushes = []
+    real = RollupAccumulator.flush
+    monkeypatch.setattr(RollupAccumulator, "flush", lambda self: flushes.append(1) or real(self))
 
     move_everything(bills)
 
+    assert len(flushes) >= 2
+    assert rollup_sums() == rebuilt_sums()
+
+
+def test_parts_written_again_are_not_read_again_where_the_delivery_has_no_id_range(
+    bills, monkeypatch
+):
+    """Deliveries loaded before their line id range was kept read all the delivery's lines;
+    the shared line's new parts come after the others in id order, and a later chunk on the
+    same connection would meet them (and sum them twice)."""
+    Delivery.objects.update(first_line_id=0, last_line_id=0)
+    monkeypatch.setattr(reattribution, "REFRESH_CHUNK", 2)
+
+    move_everything(bills)
+
+    assert DailyCost.objects.aggregate(n=Sum("line_items"), s=Sum("effective_cost")) == (
+        CostLineItem.objects.aggregate(n=Count("id"), s=Sum("effective_cost"))
+    )
     assert rollup_sums() == rebuilt_sums()
 
 
@@ -175,57 +200,106 @@ def test_a_full_run_that_moves_nothing_leaves_the_rollups_as_they_were(bills):
     assert rollup_sums() == before
 
 
+def costsite_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("costsite-")]
+
+
+def counting_read_ahead(monkeypatch, module) -> list:
+    """Each delivery whose lines another connection reads ahead, counted."""
+    started = []
+    real = reattribution._lines_read_ahead
+    monkeypatch.setattr(
+        module,
+        "_lines_read_ahead",
+        lambda chunks, **options: started.append(1) or real(chunks, **options),
+    )
+    return started
+
+
 @pytest.mark.django_db(transaction=True, databases=["default", "progress"])
 def test_outside_a_transaction_it_reads_ahead_and_writes_from_a_thread_to_the_same_end(
     bills, monkeypatch
 ):
-    """As a worker runs it: the lines are read on another connection a chunk or two ahead and
-    the changes applied by a thread, chunks of one line each here so that every step meets
-    another in flight (the shared line's parts rewritten among them)."""
-    monkeypatch.setattr(reattribution, "REFRESH_CHUNK", 1)
-    threads = []
-    real = reattribution._read_ahead
+    """As a worker runs it: the lines are read on another connection a chunk ahead and the
+    changes applied by a thread, chunks of three lines here, the shared line's parts rewritten
+    among them."""
+    monkeypatch.setattr(reattribution, "REFRESH_CHUNK", 3)
+    started = counting_read_ahead(monkeypatch, reattribution)
+    applied = []
+    real = reattribution._update_from_copy
     monkeypatch.setattr(
-        reattribution, "_read_ahead", lambda chunks: threads.append(1) or real(chunks)
+        reattribution,
+        "_update_from_copy",
+        lambda cursor, changes: (
+            applied.append(threading.current_thread().name) or real(cursor, changes)
+        ),
     )
 
     assert move_everything(bills) == 6
 
-    assert threads == [1, 1]  # one per delivery: the FOCUS bill and the LiteLLM log
-    assert CostLineItem.objects.filter(source_row=2).count() == 2
+    assert started == [1, 1]  # one per delivery: the FOCUS bill and the LiteLLM log
+    assert set(applied) == {"costsite-reattribute"}
+    assert CostLineItem.objects.filter(delivery__format="focus", source_row=3).count() == 2
     assert rollup_sums() == rebuilt_sums()
+    assert costsite_threads() == []
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "progress"])
-def test_a_failure_in_the_writing_thread_fails_the_run_and_leaves_the_delivery_as_it_was(
+def test_a_lost_connection_in_the_writing_thread_is_djangos_error_and_changes_nothing(
     bills, monkeypatch
 ):
+    """An OperationalError is what hands a run back for a retry: the thread's error is
+    Django's, as the caller's own cursor would raise it."""
     before = list(CostLineItem.objects.order_by("id").values_list("id", "project_id"))
     sums = rollup_sums()
+    threads = []
 
-    def broken(cursor, changes):
-        raise RuntimeError("the server went away")
+    def lost(cursor, changes):
+        threads.append(threading.current_thread().name)
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(reattribution, "_update_from_copy", broken)
-    with pytest.raises(RuntimeError, match="the server went away"):
+    monkeypatch.setattr(reattribution, "_update_from_copy", lost)
+    with pytest.raises(OperationalError, match="server closed the connection unexpectedly"):
         move_everything(bills)
 
+    assert threads == ["costsite-reattribute"]
     assert list(CostLineItem.objects.order_by("id").values_list("id", "project_id")) == before
     assert rollup_sums() == sums
+    assert costsite_threads() == []
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "progress"])
+def test_a_failure_while_the_next_chunk_is_read_stops_the_reading_thread(bills, monkeypatch):
+    monkeypatch.setattr(reattribution, "REFRESH_CHUNK", 3)
+    real = reattribution._diff
+    calls = []
+
+    def failing(lines, attributor):
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("a bad chunk")
+        return real(lines, attributor)
+
+    monkeypatch.setattr(reattribution, "_diff", failing)
+    before = list(CostLineItem.objects.order_by("id").values_list("id", "project_id"))
+
+    with pytest.raises(ValueError, match="a bad chunk"):
+        move_everything(bills)
+
+    assert costsite_threads() == []
+    assert list(CostLineItem.objects.order_by("id").values_list("id", "project_id")) == before
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "progress"])
 def test_outside_a_transaction_the_preview_reads_ahead_and_says_what_the_run_moves(
     bills, monkeypatch
 ):
-    monkeypatch.setattr(reattribution, "REFRESH_CHUNK", 1)
-    threads = []
-    real = reattribution._read_ahead
-    monkeypatch.setattr(services, "_read_ahead", lambda chunks: threads.append(1) or real(chunks))
+    monkeypatch.setattr(reattribution, "REFRESH_CHUNK", 3)
+    started = counting_read_ahead(monkeypatch, services)
 
     preview = tag_key_alias_preview(alias=TagKeyAlias(dimension="project", key="Team-Project"))
 
-    assert threads == [1, 1]
+    assert started == [1, 1]
     assert (preview.lines, preview.totals) == (3, {"USD": Decimal("6.21")})
     TagKeyAlias.objects.create(dimension="project", key="Team-Project")
     moves = Moves()
@@ -237,3 +311,22 @@ def test_outside_a_transaction_the_preview_reads_ahead_and_says_what_the_run_mov
         ("to", bills.nlp.pk, "0.20", 1),
         ("to", bills.vision.pk, "6.01", 2),
     }
+    assert costsite_threads() == []
+
+
+def test_a_delivery_s_id_range_grows_only_to_cover_parts_written_again(bills):
+    focus = Delivery.objects.get(format="focus")
+    litellm = Delivery.objects.exclude(pk=focus.pk).get()
+    assert focus.last_line_id <= litellm.first_line_id  # the LiteLLM log was loaded after
+
+    move_everything(bills)
+
+    focus.refresh_from_db()
+    litellm_range = (litellm.first_line_id, litellm.last_line_id)
+    litellm.refresh_from_db()
+    parts = CostLineItem.objects.filter(delivery=focus, source_row=3)
+    assert parts.count() == 2
+    # The shared line's parts were written after the log's lines: the range covers them.
+    assert all(focus.first_line_id < part.id <= focus.last_line_id for part in parts)
+    # Nothing of the log's was written again: its range is as it was.
+    assert (litellm.first_line_id, litellm.last_line_id) == litellm_range

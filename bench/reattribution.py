@@ -32,6 +32,7 @@ bench/out/reattribution/.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -304,7 +305,7 @@ def main() -> None:
     ratios = sorted(r["ratio_to_copy"] for r in rows if r["case"] == cases["c"])
     if ratios:
         log(
-            f"\nre-attribution over COPY: median {ratios[len(ratios) // 2]:.2f}x, "
+            f"\nre-attribution over COPY: median {statistics.median(ratios):.2f}x, "
             f"worst {ratios[-1]:.2f}x ({len(ratios)} runs)"
         )
     best = [r for r in rows if r["case"] == cases["a"]]

@@ -2,11 +2,15 @@
 and --async handing the work to Celery."""
 
 import json
+import re
+import time
 from io import StringIO
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from apps.billing.management.commands import import_billing as command_module
 from apps.billing.models import ImportRun
 
 from .conftest import focus_line, write_focus
@@ -144,3 +148,31 @@ def test_async_queues_the_run_for_a_worker(
 
     run.refresh_from_db()
     assert (run.status, run.line_items) == (ImportRun.Status.SUCCEEDED, 3)
+
+
+def test_the_plain_output_ends_with_where_the_whole_run_went(acme, two_months, monkeypatch):
+    """The seconds on each delivery's line are its file's import; the last line adds what the
+    imports' commit started (run in the command's process when Celery runs eagerly) and the
+    time since the process started, start-up included."""
+    real = command_module.import_run_execute
+
+    def then_a_recompute(*, import_run):
+        run = real(import_run=import_run)
+        time.sleep(0.3)  # as the findings recompute an eager commit hook runs
+        return run
+
+    monkeypatch.setattr(command_module, "import_run_execute", then_a_recompute)
+    monkeypatch.setattr(settings, "CELERY_TASK_ALWAYS_EAGER", True)
+
+    lines = import_billing(two_months)
+
+    assert len(lines) == 3
+    assert re.fullmatch(
+        r"done       importing \d+\.\d s, then 0\.[3-9] s of the work the imports started "
+        r"\(the findings recompute and the rest, run in this process as Celery runs tasks "
+        r"eagerly here; with CELERY_TASK_ALWAYS_EAGER=false a worker takes it\); "
+        r"\d+\.\d s since the process started",
+        lines[-1],
+    ), lines[-1]
+    # JSON stays one object per delivery.
+    assert len(import_billing(two_months, "--json")) == 2

@@ -1,8 +1,11 @@
 """python manage.py import_billing PATH [PATH ...] [--format FORMAT] [--json] [--async]"""
 
 import json
+import os
+import time
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.billing.formats import format_names
@@ -54,13 +57,21 @@ class Command(BaseCommand):
 
     def handle(self, *args, paths, format, json: bool, enqueue: bool, **options):
         failures = 0
+        importing = after = 0.0
         for given in paths:
             run = import_run_create(paths=[given], requested_format=format)
             if enqueue:
                 import_run_enqueue(import_run=run)
                 self._print({"file": given, "status": "queued", "import_run": run.pk}, json)
                 continue
+            started = time.monotonic()
             run = import_run_execute(import_run=run)
+            took = time.monotonic() - started
+            # A result's seconds are its file's import; what the run took past it is the work
+            # its commit started (run here when Celery runs tasks in this process).
+            loaded = max((result.get("seconds") or 0.0 for result in run.results), default=0.0)
+            importing += loaded
+            after += max(took - loaded, 0.0)
             for result in run.results:
                 line = {name: result.get(name) for name in FIELDS}
                 line["file"] = (
@@ -72,8 +83,27 @@ class Command(BaseCommand):
                 line["billing_account_id"] = result.get("billing_account_id")
                 line["import_run"] = run.pk
                 self._print(line, json)
+        if not json and not enqueue:
+            self.stdout.write(self._whole_run(importing, after))
         if failures:
             raise CommandError(f"{failures} of the imported deliveries failed.", returncode=1)
+
+    def _whole_run(self, importing: float, after: float) -> str:
+        """Where the command's time went, from the process's start: the seconds on each line
+        above are the imports' alone."""
+        line = f"done       importing {importing:.1f} s"
+        if after >= 0.05:
+            line += f", then {after:.1f} s of the work the imports started"
+            if settings.CELERY_TASK_ALWAYS_EAGER:
+                line += (
+                    " (the findings recompute and the rest, run in this process as Celery "
+                    "runs tasks eagerly here; with CELERY_TASK_ALWAYS_EAGER=false a worker "
+                    "takes it)"
+                )
+        since = _seconds_since_process_start()
+        if since is not None:
+            line += f"; {since:.1f} s since the process started"
+        return line
 
     def _print(self, line: dict, as_json: bool) -> None:
         if as_json:
@@ -95,3 +125,19 @@ class Command(BaseCommand):
         )
         for note in line.get("notes") or ():
             self.stdout.write(f"note       {note}")
+
+
+def _seconds_since_process_start() -> float | None:
+    """Wall seconds since this process started (Linux: /proc), start-up included; None where
+    that cannot be read."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # starttime: the 22nd field, in clock ticks after boot
+        boot = next(
+            int(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        return time.time() - (boot + ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None

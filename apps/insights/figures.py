@@ -20,8 +20,14 @@ from collections.abc import Callable
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.safestring import SafeString
 
-from apps.spend.figures import cached
+from apps.projects.selectors import visible_project_ids
+from apps.spend.figures import cached, cached_fragment
+from apps.spend.rollup import bill_freshness
+from apps.spend.sections import request_organization, today
 
 VERSION_KEY = "insights-findings-version"
 
@@ -43,3 +49,27 @@ def cached_findings(tag: str, query: QuerySet, compute: Callable[[], object]) ->
     """`compute()`'s result for `query` (see apps.spend.figures.cached), from the cache while
     neither the spend data nor the findings changed."""
     return cached(f"findings:{findings_version()}:{tag}", query, compute)
+
+
+def page_fragment(request: HttpRequest, name: str, render: Callable[[], SafeString]) -> SafeString:
+    """The HTML `render()` makes of a page's spend and findings figures, cached while neither
+    the spend data nor the findings changed, for everyone who asks the same question: the same
+    URL and query, on the same UTC day (the presets' periods, the month-end forecast), in the
+    same time zone and currency, seeing the same projects, with the bill loaded up to the same
+    moment as shown (never later than now). `render` must read nothing else about the request:
+    no user, no CSRF token (the pages' forms and buttons that post live outside these parts)."""
+    # The same for every part of the request's page: asked once.
+    asked = getattr(request, "_costsite_fragment_parts", None)
+    if asked is None:
+        asked = request._costsite_fragment_parts = {
+            "url": request.get_full_path(),
+            "today": today(),
+            "time_zone": timezone.get_current_timezone_name(),
+            "currency": request_organization(request).currency,
+            "sees": visible_project_ids(user=request.user),
+            "fresh": bill_freshness(),
+        }
+    # The versions are read for each part: a change within the request moves them.
+    parts = {**asked, "findings": findings_version(), "name": name}
+    # Rendered HTML is a SafeString, and stays one through the cache (pickled with its class).
+    return cached_fragment(parts, render)

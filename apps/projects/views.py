@@ -5,10 +5,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.safestring import SafeString
 
 from apps.accounts.selectors import teams_led_by
 from apps.digests.selectors import project_alerts
+from apps.insights.figures import page_fragment
 from apps.insights.selectors import findings_section
 from apps.insights.selectors_part3 import project_failed_share
 from apps.projects.selectors import can_create_project, can_edit_project, project_for_user
@@ -82,33 +85,64 @@ def project_list(request: HttpRequest) -> HttpResponse:
 def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
     project = project_for_user(user=request.user, slug=slug)
     if request.htmx and request.htmx.target == "spend":
-        spend = _spend(request, project)
-        return render(request, "projects/project_detail.html#spend", {"project": project, **spend})
-    experiments = Paginator(
-        selectors.project_experiments(project=project), EXPERIMENTS_PER_PAGE
-    ).get_page(request.GET.get("page"))
+        return HttpResponse(_spend_html(request, project))
     if request.htmx:
         return render(
             request,
             "projects/project_detail.html#experiment-table",
-            {"project": project, "experiments": experiments},
+            {"project": project, "experiments": _experiments_page(request, project)},
         )
-    spend = _spend(request, project)
     return render(
         request,
         "projects/project_detail.html",
         {
             "project": project,
-            "experiments": experiments,
-            "models": selectors.project_models(project=project),
-            "deployments": selectors.project_deployments(project=project),
-            "experiments_chart": experiments_by_month_chart(
-                rows=selectors.project_experiments_by_month(project=project)
-            ),
+            "spend_html": _spend_html(request, project),
+            "body_html": _body_html(request, project),
             "can_edit": can_edit_project(user=request.user, project=project),
             "alerts": project_alerts(project=project),
-            **spend,
         },
+    )
+
+
+def _experiments_page(request: HttpRequest, project):
+    return Paginator(selectors.project_experiments(project=project), EXPERIMENTS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+
+
+def _body_html(request: HttpRequest, project) -> SafeString:
+    """The experiments chart and the project's runs, models and deployments, cached per data
+    version: every save of a run, model, deployment or registered resource moves it."""
+    return page_fragment(
+        request,
+        f"project-body:{project.pk}",
+        lambda: render_to_string(
+            "projects/project_detail.html#body",
+            {
+                "project": project,
+                "experiments": _experiments_page(request, project),
+                "models": selectors.project_models(project=project),
+                "deployments": selectors.project_deployments(project=project),
+                "experiments_chart": experiments_by_month_chart(
+                    rows=selectors.project_experiments_by_month(project=project)
+                ),
+            },
+            request=request,
+        ),
+    )
+
+
+def _spend_html(request: HttpRequest, project) -> SafeString:
+    """The spend section (#spend, also what a filter change fetches), cached per data version."""
+    return page_fragment(
+        request,
+        f"project-spend:{project.pk}",
+        lambda: render_to_string(
+            "projects/project_detail.html#spend",
+            {"project": project, **_spend(request, project)},
+            request=request,
+        ),
     )
 
 

@@ -125,6 +125,23 @@ def cached(tag: str, query: QuerySet, compute: Callable[[], object]) -> object:
     return value
 
 
+def cached_fragment(parts: dict[str, object], render: Callable[[], object]) -> object:
+    """A rendered part of a page (its HTML), cached like the figures it shows: under the data
+    version and `parts`, which name everything else the HTML depends on (the URL with its query,
+    the day, the time zone, who sees what, the findings version: apps.insights.figures.
+    page_fragment builds them). A hit skips the figures and the template both."""
+    if not getattr(_request, "active", False):
+        return render()
+    digest = hashlib.sha256(repr(sorted(parts.items())).encode()).hexdigest()
+    key = f"{PREFIX}:{version_read()}:html:{digest}"
+    found = cache.get(key)
+    if found is not None:
+        return found
+    html = render()
+    cache.set(key, html, TIMEOUT_SECONDS)
+    return html
+
+
 def cached_rows(query: QuerySet) -> list:
     """The rows of `query` (a values() query over the rollups), from the cache when they can be."""
     return cached("rows", query, lambda: list(query))

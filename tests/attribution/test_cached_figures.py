@@ -1,8 +1,10 @@
 """The spend figures are cached per data version and never stale: each kind of change that moves
 spend (an import, a replacement, a re-attribution, a claim, a registration with resources, an
-allocation rule) shows on the next page load after a load that cached the figures before it."""
+allocation rule) shows on the next page load after a load that cached the figures before it. So
+does each on the project page, whose spend section and list of runs are cached whole, as HTML."""
 
-from datetime import date
+import re
+from datetime import date, timedelta
 from decimal import Decimal as D
 
 import pytest
@@ -10,6 +12,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from time_machine import travel
 
 from apps.billing.models import DailyCost
 from apps.billing.services import attribution_refresh, import_run_create, import_run_execute
@@ -18,7 +21,7 @@ from apps.projects.models import AllocationRule
 from apps.projects.services import ResourceWindow, allocation_rule_create
 from apps.spend.figures import version_read
 
-from .conftest import at, write_bill
+from .conftest import NOW, at, write_bill
 
 pytestmark = pytest.mark.django_db(transaction=False, databases=["default", "progress"])
 
@@ -66,6 +69,17 @@ def spend(client) -> dict[str, D]:
 BEFORE = {"Image ranking": D("12.50"), "unattributed": D("11.00")}
 
 
+def project_page(client, query: str = "") -> str:
+    response = client.get(reverse("project_detail", args=["image-ranking"]) + query)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def project_total(client) -> str:
+    """The project page's "spend in this period", as shown."""
+    return re.search(r'id="period-total">([^<]*)<', project_page(client)).group(1)
+
+
 def test_a_second_load_reads_the_figures_from_the_cache(staff_client, imported):
     def queries() -> int:
         with CaptureQueriesContext(connection) as captured:
@@ -87,6 +101,7 @@ def test_an_import_shows_on_the_next_load(
     staff_client, imported, tmp_path, django_capture_on_commit_callbacks
 ):
     assert spend(staff_client) == BEFORE
+    assert project_total(staff_client) == "$12.50"
     february = tmp_path / "february.csv"
     write_bill(february, [line("25", "i-train", "3.00", TRAIN, month="02")])
     text = february.read_text().replace("2025-03-01T00:00:00Z", "2025-02-01T00:00:00Z")
@@ -94,22 +109,26 @@ def test_an_import_shows_on_the_next_load(
     with django_capture_on_commit_callbacks(execute=True):
         load(february)
     assert spend(staff_client) == {"Image ranking": D("15.50"), "unattributed": D("11.00")}
+    assert project_total(staff_client) == "$15.50"
 
 
 def test_a_replaced_delivery_shows_on_the_next_load(
     staff_client, imported, tmp_path, django_capture_on_commit_callbacks
 ):
     assert spend(staff_client) == BEFORE
+    assert project_total(staff_client) == "$12.50"
     march = [line("10", "i-train", "20.00", TRAIN), *MARCH[1:]]
     with django_capture_on_commit_callbacks(execute=True):
         load(write_bill(tmp_path / "march-again.csv", march))
     assert spend(staff_client) == {"Image ranking": D("20.00"), "unattributed": D("11.00")}
+    assert project_total(staff_client) == "$20.00"
 
 
 def test_a_reattribution_shows_on_the_next_load(
     staff_client, imported, django_capture_on_commit_callbacks
 ):
     assert spend(staff_client) == BEFORE
+    assert project_total(staff_client) == "$12.50"
     # A rule written behind the services' back moves nothing until the history is re-attributed.
     AllocationRule.objects.create(
         name="other", field=AllocationRule.Field.RESOURCE, pattern="i-other", project=imported
@@ -118,12 +137,14 @@ def test_a_reattribution_shows_on_the_next_load(
     with django_capture_on_commit_callbacks(execute=True):
         assert attribution_refresh() == 1
     assert spend(staff_client) == {"Image ranking": D("13.50"), "unattributed": D("10.00")}
+    assert project_total(staff_client) == "$13.50"
 
 
 def test_a_claim_shows_on_the_next_load(
     lead_client, staff_client, imported, eager_celery, django_capture_on_commit_callbacks
 ):
     assert spend(staff_client) == BEFORE
+    assert project_total(staff_client) == "$12.50"
     with django_capture_on_commit_callbacks(execute=True):
         response = lead_client.post(
             reverse("unattributed_claim"),
@@ -131,12 +152,14 @@ def test_a_claim_shows_on_the_next_load(
         )
     assert response.status_code == 302
     assert spend(staff_client) == {"Image ranking": D("22.50"), "unattributed": D("1.00")}
+    assert project_total(staff_client) == "$22.50"
 
 
 def test_a_registration_with_resources_shows_on_the_next_load(
     staff_client, imported, eager_celery, django_capture_on_commit_callbacks
 ):
     assert spend(staff_client) == BEFORE
+    assert project_total(staff_client) == "$12.50"
     with django_capture_on_commit_callbacks(execute=True):
         experiment_register(
             project=imported,
@@ -151,12 +174,14 @@ def test_a_registration_with_resources_shows_on_the_next_load(
             ],
         )
     assert spend(staff_client) == {"Image ranking": D("22.50"), "unattributed": D("1.00")}
+    assert project_total(staff_client) == "$22.50"
 
 
 def test_an_allocation_rule_shows_on_the_next_load(
     staff_client, imported, eager_celery, django_capture_on_commit_callbacks
 ):
     assert spend(staff_client) == BEFORE
+    assert project_total(staff_client) == "$12.50"
     with django_capture_on_commit_callbacks(execute=True):
         allocation_rule_create(
             name="other",
@@ -166,6 +191,7 @@ def test_an_allocation_rule_shows_on_the_next_load(
             project=imported,
         )
     assert spend(staff_client) == {"Image ranking": D("13.50"), "unattributed": D("10.00")}
+    assert project_total(staff_client) == "$13.50"
 
 
 def test_a_renamed_project_shows_on_the_next_load(
@@ -219,3 +245,49 @@ def test_a_figure_is_cached_per_period(staff_client, imported):
     context = staff_client.get(reverse("home") + "?start=2025-03-11&end=2025-03-11").context
     assert context["series"].unattributed == D("7.25")
     assert date(2025, 3, 11) == context["filters"].period.start
+
+
+def test_the_project_page_again_is_its_cached_html(staff_client, imported):
+    def load() -> tuple[str, int]:
+        with CaptureQueriesContext(connection) as captured:
+            page = project_page(staff_client)
+        return page, len(captured)
+
+    (cold, cold_queries), (warm, warm_queries) = load(), load()
+
+    # Its spend section and its runs, models and deployments come from the cache as HTML (not
+    # escaped); the session, the user, the organisation, the project, how fresh the bill is, the
+    # data version, whether the user may edit it and its alerts are still read (eight queries).
+    def cached_parts(page: str) -> str:
+        return page[page.index('<div id="spend" class="spend">') : page.index("</main>")]
+
+    assert '<section id="experiments" aria-labelledby="experiments-title">' in cached_parts(warm)
+    assert cached_parts(warm) == cached_parts(cold)
+    assert (cold_queries, warm_queries) == (32, 8)
+
+
+def test_a_run_registered_shows_in_the_project_pages_runs(staff_client, imported):
+    assert "first-light" not in project_page(staff_client)
+    experiment_register(
+        project=imported, external_id="first-light", changes={"name": "first-light"}
+    )
+    page = project_page(staff_client)
+    assert '<a href="/experiments/' in page
+    assert "first-light" in page
+
+
+def test_the_project_page_moves_with_the_day(staff_client, imported):
+    """The presets' periods are the UTC day's: a cached section is not shown the next day."""
+
+    def period(page: str) -> str:
+        return re.search(r"<strong>Last 7 days</strong> · ([^(]*) \(UTC days\)", page).group(1)
+
+    assert period(project_page(staff_client, "?preset=7d")) == "14 Mar 2025 – 20 Mar 2025"
+    with travel(NOW + timedelta(days=1), tick=False):
+        assert period(project_page(staff_client, "?preset=7d")) == "15 Mar 2025 – 21 Mar 2025"
+
+
+def test_the_project_pages_filters_are_cached_apart(staff_client, imported):
+    assert project_total(staff_client) == "$12.50"
+    page = project_page(staff_client, "?start=2025-03-11&end=2025-03-11")
+    assert re.search(r'id="period-total">([^<]*)<', page).group(1) == "$0.00"

@@ -1,6 +1,7 @@
 """The pages' findings figures are cached per findings version and never stale: a status change
 and a recompute each make the next request read the finding-hours afresh."""
 
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -139,3 +140,21 @@ def test_a_team_shares_its_figures_and_another_team_does_not(client, team, other
     assert (first, again, other) == ("$18.25", "$18.25", "$10.00")
     assert (reads_hours(first_sql), reads_hours(again_sql)) == (6, 0)
     assert reads_hours(other_sql) > 0
+
+
+def test_a_snoozed_finding_leaves_the_project_pages_cached_section(
+    client, project, lead, django_capture_on_commit_callbacks
+):
+    """The project page's spend section is cached whole (HTML) under the findings version too."""
+
+    def open_findings() -> str:
+        page = client.get(f"/projects/{project.slug}/?start=2025-03-10&end=2025-03-10")
+        found = re.search(r"· (\d+) open findings?</span>", page.content.decode())
+        return found.group(1)
+
+    with time_machine.travel(NOW, tick=False):
+        assert open_findings() == "2"
+        idle_a = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key="i-a")
+        with django_capture_on_commit_callbacks(execute=True):
+            finding_snooze(finding=idle_a, by=lead, until=datetime(2025, 3, 20).date())
+        assert open_findings() == "1"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
@@ -15,6 +16,14 @@ from hypothesis import settings as hypothesis_settings
 from apps.accounts.models import Membership
 
 from .factories import MembershipFactory, ProjectFactory, StaffFactory, TeamFactory, UserFactory
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Every test starts with an empty cache, as a new deployment does. The pages' cached figures
+    and parts are keyed by data versions that live in the database, which each test rolls back:
+    two tests could otherwise meet the same version and URL with different data."""
+    cache.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -7,10 +7,12 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
 
 from apps.accounts.selectors import teams_led_by
 from apps.deployments.selectors import deployment_for_user, model_for_user, models_visible_to
+from apps.insights.figures import page_fragment
 from apps.insights.selectors import findings_section
 from apps.projects.selectors import project_for_user
 from apps.spend.sections import deployment_spend, model_spend, request_organization, today
@@ -36,35 +38,57 @@ def _crumbs(project, *more: tuple[str, str]) -> list[tuple[str, str]]:
 @login_required
 def model_detail(request: HttpRequest, model_pk: int) -> HttpResponse:
     model = model_for_user(user=request.user, pk=model_pk)
-    spend = model_spend(
-        model=model,
-        user=request.user,
-        params=request.GET,
-        currency=request_organization(request).currency,
-    ).context()
+    # Its spend section (also what a filter change fetches), and its storage, runs and
+    # deployments: each cached whole, as HTML, per data version (apps/insights/figures.py).
+    spend = page_fragment(
+        request,
+        f"model-spend:{model.pk}",
+        lambda: render_to_string(
+            "deployments/model_detail.html#spend",
+            model_spend(
+                model=model,
+                user=request.user,
+                params=request.GET,
+                currency=request_organization(request).currency,
+            ).context(),
+            request=request,
+        ),
+    )
     if request.htmx and request.htmx.target == "spend":
-        return render(request, "deployments/model_detail.html#spend", spend)
-    # Its last day is the bill's last whole day, as on the storage page.
-    storage_end = period_end(today())
+        return HttpResponse(spend)
+    body = page_fragment(
+        request,
+        f"model-body:{model.pk}",
+        lambda: render_to_string(
+            "deployments/model_detail.html#body", _model_body(request, model), request=request
+        ),
+    )
     return render(
         request,
         "deployments/model_detail.html",
-        {
-            **spend,
-            "model": model,
-            "project": model.project,
-            "experiments": Paginator(
-                selectors.model_experiments(model=model, user=request.user), RUNS_PER_PAGE
-            ).get_page(request.GET.get("runs")),
-            "deployments": selectors.model_deployments(model=model, user=request.user),
-            "storage": model_storage(
-                model=model,
-                currency=request_organization(request).currency,
-                start=storage_end - timedelta(days=90),
-                end=storage_end,
-            ),
-        },
+        {"model": model, "project": model.project, "spend_html": spend, "body_html": body},
     )
+
+
+def _model_body(request: HttpRequest, model) -> dict:
+    # Its last day is the bill's last whole day, as on the storage page.
+    storage_end = period_end(today())
+    currency = request_organization(request).currency
+    return {
+        "currency": currency,
+        "model": model,
+        "project": model.project,
+        "experiments": Paginator(
+            selectors.model_experiments(model=model, user=request.user), RUNS_PER_PAGE
+        ).get_page(request.GET.get("runs")),
+        "deployments": selectors.model_deployments(model=model, user=request.user),
+        "storage": model_storage(
+            model=model,
+            currency=currency,
+            start=storage_end - timedelta(days=90),
+            end=storage_end,
+        ),
+    }
 
 
 @login_required

@@ -24,6 +24,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.safestring import SafeString
 
+from apps.accounts.guards import is_staff_or_lead
 from apps.projects.selectors import visible_project_ids
 from apps.spend.figures import cached, cached_fragment
 from apps.spend.rollup import bill_freshness
@@ -51,13 +52,17 @@ def cached_findings(tag: str, query: QuerySet, compute: Callable[[], object]) ->
     return cached(f"findings:{findings_version()}:{tag}", query, compute)
 
 
-def page_fragment(request: HttpRequest, name: str, render: Callable[[], SafeString]) -> SafeString:
+def page_fragment(
+    request: HttpRequest, name: str, render: Callable[[], SafeString], **depends_on: object
+) -> SafeString:
     """The HTML `render()` makes of a page's spend and findings figures, cached while neither
     the spend data nor the findings changed, for everyone who asks the same question: the same
     URL and query, on the same UTC day (the presets' periods, the month-end forecast), in the
-    same time zone and currency, seeing the same projects, with the bill loaded up to the same
-    moment as shown (never later than now). `render` must read nothing else about the request:
-    no user, no CSRF token (the pages' forms and buttons that post live outside these parts)."""
+    same time zone and currency, seeing the same projects in the same role, with the bill loaded
+    up to the same moment as shown (never later than now). `render` must read nothing else about
+    the request than `depends_on` names (what a page shows only some users, say): no user, no
+    CSRF token (a form that posts takes its token from outside the part, by the input's `form`
+    attribute)."""
     # The same for every part of the request's page: asked once.
     asked = getattr(request, "_costsite_fragment_parts", None)
     if asked is None:
@@ -67,9 +72,11 @@ def page_fragment(request: HttpRequest, name: str, render: Callable[[], SafeStri
             "time_zone": timezone.get_current_timezone_name(),
             "currency": request_organization(request).currency,
             "sees": visible_project_ids(user=request.user),
+            # Staff see everything, and leads the findings and spend nobody owns yet.
+            "role": (request.user.is_staff, is_staff_or_lead(user=request.user)),
             "fresh": bill_freshness(),
         }
     # The versions are read for each part: a change within the request moves them.
-    parts = {**asked, "findings": findings_version(), "name": name}
+    parts = {**asked, **depends_on, "findings": findings_version(), "name": name}
     # Rendered HTML is a SafeString, and stays one through the cache (pickled with its class).
     return cached_fragment(parts, render)

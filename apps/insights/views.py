@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
@@ -25,6 +26,7 @@ from .charts_levers import lever_chart
 from .charts_part2 import part2_chart
 from .charts_part3 import commitment_chart, coverage_chart, loss_chart
 from .charts_storage import storage_chart
+from .figures import page_fragment
 from .forms import ActionForm, BulkForm, WasteFilterForm
 from .models import INFERENCE_LEVER_KINDS, STORAGE_KINDS, Finding, Kind
 
@@ -69,6 +71,33 @@ PAGE_SIZE = 50  # findings listed a page, the costliest first
 
 @login_required
 def waste(request: HttpRequest) -> HttpResponse:
+    can_act = selectors.can_act_on_any(user=request.user)
+    body = page_fragment(
+        request,
+        "waste-body",
+        lambda: render_to_string(
+            "insights/waste.html#waste-body", _waste_context(request, can_act), request=request
+        ),
+        # The team menu lists the user's teams; the bulk actions are a lead's.
+        teams=_team_ids(request.user),
+        can_act=can_act,
+    )
+    if request.htmx:
+        return HttpResponse(body)
+    return render(
+        request, "insights/waste.html", {"waste_body": body, "query": request.GET.urlencode()}
+    )
+
+
+def _team_ids(user) -> tuple[int, ...] | None:
+    if user.is_staff:
+        return None
+    return tuple(
+        Team.objects.filter(memberships__user=user).order_by("pk").values_list("pk", flat=True)
+    )
+
+
+def _waste_context(request: HttpRequest, can_act: bool) -> dict:
     form, filters, findings = _waste_rows(request)
     start, end = filters.period.start, filters.period.end
     org = Organization.get()
@@ -87,7 +116,7 @@ def waste(request: HttpRequest) -> HttpResponse:
     # The filters and range without the page: the pager's links add theirs.
     kept = request.GET.copy()
     kept.pop("page", None)
-    context = {
+    return {
         "form": form,
         "filters": filters,
         # The waste filters of this page, kept by the period presets' links.
@@ -102,7 +131,7 @@ def waste(request: HttpRequest) -> HttpResponse:
         "totals": selectors.waste_totals(
             findings=findings, start=start, end=end, today=timezone.now().date()
         ),
-        "can_act": selectors.can_act_on_any(user=request.user),
+        "can_act": can_act,
         "query": request.GET.urlencode(),
         "failed": selectors_part3.failed_wasted(
             findings=selectors.findings_visible_to(user=request.user), start=start, end=end
@@ -114,8 +143,6 @@ def waste(request: HttpRequest) -> HttpResponse:
             currency=org.currency,
         ),
     }
-    template = "insights/waste.html#waste-body" if request.htmx else "insights/waste.html"
-    return render(request, template, context)
 
 
 @login_required

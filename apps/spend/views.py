@@ -14,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
@@ -23,6 +24,7 @@ from apps.billing import freshness
 from apps.billing.services_attribution import unattributed_claim as claim_service
 from apps.deployments.selectors import deployment_for_user, model_for_user
 from apps.experiments.selectors import experiment_for_user
+from apps.insights.figures import page_fragment
 from apps.insights.selectors import findings_section
 from apps.projects.models import AllocationRule, Workload
 from apps.projects.selectors import project_for_user, projects_editable_by, projects_visible_to
@@ -105,62 +107,78 @@ def _budget_projects(request: HttpRequest, filters: SpendFilters):
     return projects
 
 
-def overview_context(request: HttpRequest) -> dict:
-    filters = _overview_filters(request)
+def _overview_figures(request: HttpRequest, head: dict) -> dict:
+    """What the overview's cached part shows (`head`: its filters, read for each request)."""
+    filters = head["filters"]
     scope = _overview_scope(request, filters)
     period = filters.period
-    context = _common(request, filters, reverse("overview_export"))
-    sees = selectors.sees_unattributed(user=request.user)
+    sees = head["shows_unattributed"]
     series = selectors.spend_series(scope=scope, period=period)
-    summary = selectors.month_summary(scope=scope, today=today(), as_of=context["data_as_of"])
+    summary = selectors.month_summary(scope=scope, today=today(), as_of=head["data_as_of"])
     changes = selectors.spend_changes(scope=scope, period=period, names_for=MOVERS)
     projects = changes.project_pareto()
-    context.update(
-        series=series,
-        spend_chart=spend_over_time_chart(series=series, currency=scope.currency),
-        summary=summary,
-        budgets=selectors.budget_lines(
+    return {
+        **head,
+        "series": series,
+        "spend_chart": spend_over_time_chart(series=series, currency=scope.currency),
+        "summary": summary,
+        "budgets": selectors.budget_lines(
             projects=_budget_projects(request, filters), summary=summary
         )[:10],
-        projects=projects,
-        projects_chart=pareto_chart(pareto=projects, currency=scope.currency, id="project-pareto"),
-        models=changes.models,
-        model_api=model_api_spend(scope=scope, period=period),
-        models_chart=pareto_chart(
+        "projects": projects,
+        "projects_chart": pareto_chart(
+            pareto=projects, currency=scope.currency, id="project-pareto"
+        ),
+        "models": changes.models,
+        "model_api": model_api_spend(scope=scope, period=period),
+        "models_chart": pareto_chart(
             pareto=changes.models, currency=scope.currency, id="model-pareto"
         ),
-        project_movers=changes.project_movers(MOVERS) if period.previous else [],
-        experiment_movers=changes.experiment_movers(MOVERS) if period.previous else [],
-        deployment_movers=changes.deployment_movers(MOVERS) if period.previous else [],
-        shows_unattributed=sees,
+        "project_movers": changes.project_movers(MOVERS) if period.previous else [],
+        "experiment_movers": changes.experiment_movers(MOVERS) if period.previous else [],
+        "deployment_movers": changes.deployment_movers(MOVERS) if period.previous else [],
         # A lead's headline leaves unattributed spend out; it is shown apart, to be claimed.
-        claimable=selectors.unattributed_summary(
+        "claimable": selectors.unattributed_summary(
             period=period, currency=scope.currency, provider=filters.provider
         )
         if sees and not request.user.is_staff
         else None,
-        lag_warnings=freshness.lag_warnings(),
-        findings=findings_section(
+        "findings": findings_section(
             user=request.user,
             start=period.start,
             end=period.end,
             team=filters.team,
             project=filters.project,
         ),
-        unattributed=selectors.unattributed_resources(
+        "unattributed": selectors.unattributed_resources(
             period=period, currency=scope.currency, provider=filters.provider, detail=False
         )
         if (scope.unattributed or (sees and not request.user.is_staff))
         and filters.workload in ("", Workload.UNATTRIBUTED)
         else [],
-    )
-    return context
+    }
 
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
+    filters = _overview_filters(request)
+    head = {
+        **_common(request, filters, reverse("overview_export")),
+        "shows_unattributed": selectors.sees_unattributed(user=request.user),
+        # How far the bill lags is counted from now: read for each request, not cached.
+        "lag_warnings": freshness.lag_warnings(),
+    }
+    # The figures, cached whole as HTML per data and findings version (apps/insights/figures.py):
+    # everyone who sees the same projects in the same role shares them.
+    head["figures_html"] = page_fragment(
+        request,
+        "overview-figures",
+        lambda: render_to_string(
+            "spend/overview.html#figures", _overview_figures(request, head), request=request
+        ),
+    )
     template = "spend/overview.html#spend" if _wants_spend(request) else "spend/overview.html"
-    return render(request, template, overview_context(request))
+    return render(request, template, head)
 
 
 def _change_rows(changes) -> list[list]:

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -245,3 +246,38 @@ def test_the_list_shows_fifty_findings_a_page_with_a_pager_that_keeps_the_filter
     assert f'id="finding-{Finding.objects.get(subject_key="extra-00").pk}"' in second
     assert "Findings 51–58 of 58 · page 2 of 2" in beyond
     assert "Findings 1–50 of 58 · page 1 of 2" in garbled
+
+
+def test_the_cached_body_keeps_the_bulk_actions_to_those_who_may_act(found, lead, member):
+    """A lead and a member of the same team see the team's findings, the lead also those nobody
+    owns and the bulk actions: the body cached for the lead is not the member's."""
+    with time_machine.travel(NOW, tick=False):
+        assert client_for(lead).get("/waste/").content.decode().count('name="ids"') == 5
+        assert 'name="ids"' not in client_for(member).get("/waste/").content.decode()
+        assert client_for(lead).get("/waste/").content.decode().count('name="ids"') == 5
+
+
+def test_the_bulk_form_posts_with_the_token_beside_the_cached_body(found, lead):
+    """The body is cached for everyone who sees the same findings, so the user's CSRF token is
+    outside it, joined to the bulk form by its `form` attribute; the post a browser makes of it
+    passes Django's CSRF check."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(lead)
+    mine = found["i-a:idle_gpu"].pk
+    with time_machine.travel(NOW, tick=False):
+        client.get("/waste/")  # cached for the lead's team, with another token
+        client.cookies.clear()
+        client.force_login(lead)
+        body = client.get("/waste/").content.decode()
+    token = re.search(
+        r'<input type="hidden" name="csrfmiddlewaretoken" value="([^"]+)" form="bulk-form">', body
+    ).group(1)
+    assert '<form method="post" action="/waste/bulk/" id="bulk-form">' in body
+    refused = Client(enforce_csrf_checks=True)
+    refused.force_login(lead)
+    assert refused.post("/waste/bulk/", {"action": "acknowledge", "ids": [mine]}).status_code == 403
+    response = client.post(
+        "/waste/bulk/", {"csrfmiddlewaretoken": token, "action": "acknowledge", "ids": [mine]}
+    )
+    assert response.status_code == 302
+    assert Finding.objects.get(pk=mine).status == Status.ACKNOWLEDGED

@@ -7,13 +7,16 @@ after Django is set up (the demo's resources read the FOCUS format's columns).
 """
 
 import random
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 from apps.demo.billing import (
+    ACCOUNT_ID,
     CPU_INSTANCES,
     GPU_INSTANCES,
+    HEADER,
     REGIONS,
     SUB_ACCOUNTS,
     Resource,
@@ -124,10 +127,24 @@ def _bench_resources(count: int, rng: random.Random) -> list[Resource]:
     return resources
 
 
-def focus_benchmark_write(path: Path, *, rows: int, seed: int = 7) -> Path:
-    """Write `rows` hourly lines of one month (January 2025) for one payer account."""
+def focus_benchmark_write(
+    path: Path, *, rows: int, seed: int = 7, account: str = ACCOUNT_ID
+) -> Path:
+    """Write `rows` hourly lines of one month (January 2025) for one payer account (the demo's,
+    or `account`: a bill of its own, which replaces none a database already holds)."""
     rng = random.Random(seed)
     start = datetime(2025, 1, 1, tzinfo=UTC)
     hours = [start + timedelta(hours=h) for h in range(31 * 24)]
     resources = _bench_resources(-(-rows // len(hours)), rng)
-    return focus_csv_write(path, hour_rows(resources, hours, rng, limit=rows))
+    lines = hour_rows(resources, hours, rng, limit=rows)
+    if account != ACCOUNT_ID:
+        lines = _billed_to(lines, account)
+    return focus_csv_write(path, lines)
+
+
+def _billed_to(lines: Iterator[list[str]], account: str) -> Iterator[list[str]]:
+    """The same lines with another payer account (each row is a list of its own)."""
+    column = HEADER.index("BillingAccountId")
+    for row in lines:
+        row[column] = account
+        yield row

@@ -10,16 +10,37 @@ then, in the same run and alternating, several times:
 It prints rows per second, the ratio to COPY and the peak memory (medians of the repeats), and
 checks that the import's totals equal the text table's sums.
 
+With --command (issue 24), each import is `python manage.py import_billing FILE` as a user runs it:
+a fresh process, timed from its start to its exit, Celery running the work the import starts (the
+findings recompute and the rest) in that process as it does by default, into the database as it
+is, which must already hold bills (nothing is truncated). The file is billed to a payer account of
+its own (BENCH_ACCOUNT), so it is a new bill that replaces none the database holds; after each try
+its delivery is deleted again (untimed), so the next try's import is a new delivery too and the
+database keeps its size. Beside each import, alternating, two floors:
+- (a) PostgreSQL's COPY of the same file into a plain table of text columns, as above;
+- (b) the storage floor: the same rows, already typed (the import's own line items, saved with a
+  binary COPY), sent from this client with a binary COPY into the line item table as it is, its
+  primary key, sequence and indexes in place, and committed. It stores the lines only: the
+  rollups, the delivery's record, start-up and the findings recompute have no floor of their own
+  and count against the import (the command's own last line, reported apart, splits them).
+Every import's totals are checked exactly (Decimal) against the file's own sums, billed and
+effective, in its line items, its delivery's record and its daily rollup.
+
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/costsite_bench python bench/import_focus.py
     ... --rows 1000000 --repeat 5 --data-dir /tmp/costsite-bench
+    ... --command   (300k and 1M rows unless --rows says otherwise)
 
-Goal (issue 3): within 2x of COPY, peak memory under 300 MB at both sizes.
+Goal (issue 3): within 2x of COPY, peak memory under 300 MB at both sizes. Goal with --command
+(issue 24): within 1.2x of (b) at both sizes (the median of the tries' ratios; the worst beside
+it), peak memory at most 300 MB (the worst try); the ratio to (a) reported beside it.
 """
 
 import argparse
 import json
 import os
+import re
 import resource
+import secrets
 import statistics
 import subprocess
 import sys
@@ -45,6 +66,9 @@ def process_cpu(pid: int) -> float | None:
 
 
 GOAL_MEMORY_MB = 300
+GOAL_COMMAND_RATIO = 1.2
+# The payer account of --command's bills: no real bill's, so each import is a new bill.
+BENCH_ACCOUNT = "990000000024"
 BILLING_TABLES = (
     "billing_costlineitem, billing_dailycost, billing_dailyresourcecost, billing_delivery, "
     "billing_importrun"
@@ -130,21 +154,26 @@ def import_once(path: Path) -> dict:
     return result
 
 
-def copy_once(path: Path, header: list[str]) -> dict:
-    """Seconds for the server reading the file itself and for a client streaming it."""
-    import psycopg
+def conninfo() -> str:
+    """Django's database as psycopg's own connection string: the COPYs run as a client would."""
     from django.db import connection
-    from psycopg import sql
 
     dsn = connection.settings_dict
-    conninfo = (
+    return (
         f"host={dsn['HOST'] or '127.0.0.1'} port={dsn['PORT'] or 5432} "
         f"dbname={dsn['NAME']} user={dsn['USER']}"
         + (f" password={dsn['PASSWORD']}" if dsn.get("PASSWORD") else "")
     )
+
+
+def copy_once(path: Path, header: list[str]) -> dict:
+    """Seconds for the server reading the file itself and for a client streaming it."""
+    import psycopg
+    from psycopg import sql
+
     columns = ", ".join(f'"{name}" text' for name in header)
     times = {}
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with psycopg.connect(conninfo(), autocommit=True) as conn:
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         for how in ("server", "client"):
             conn.execute("DROP TABLE IF EXISTS bench_focus_text")
@@ -183,27 +212,279 @@ def copy_once(path: Path, header: list[str]) -> dict:
     return {**times, "sums": sums}
 
 
+def command_once(path: Path) -> dict:
+    """`python manage.py import_billing PATH` as a user runs it: a fresh process, timed from its
+    start to its exit, Celery running the work the import starts in that process (the default).
+    Its peak memory is its own ru_maxrss (os.wait4): RUSAGE_CHILDREN would give the largest of
+    every child so far. The command's last line says where its time went."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("CHECKPOINT")
+    # As production runs it: DEBUG off (no query log), with a key of its own.
+    env = {
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        **os.environ,
+        "DJANGO_DEBUG": "false",
+        "CELERY_TASK_ALWAYS_EAGER": "true",
+    }
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "import_billing", str(path)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=err,
+            text=True,
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        printed, errors = out.read(), err.read()
+    if process.returncode:
+        raise SystemExit(f"the import failed:\n{printed}{errors}")
+    done = next(line for line in reversed(printed.splitlines()) if line.startswith("done"))
+
+    def figure(pattern: str) -> float:
+        found = re.search(pattern, done)
+        return float(found.group(1)) if found else 0.0
+
+    return {
+        "seconds": seconds,
+        "peak_mb": usage.ru_maxrss / 1024,
+        "importing": figure(r"importing ([\d.]+) s"),
+        "after": figure(r"then ([\d.]+) s"),
+        "done": done,
+    }
+
+
+def bench_deliveries():
+    """Every delivery of BENCH_ACCOUNT's, current or not (a replaced one's fingerprint would make
+    the same file's next import 'unchanged')."""
+    from apps.billing.models import Delivery
+
+    return Delivery.objects.filter(billing_account_id=BENCH_ACCOUNT)
+
+
+def delivery_check(delivery, sums: tuple) -> None:
+    """The import's totals, exact, against the file's own (the text table's sums): in its line
+    items, its delivery's record and its daily rollup."""
+    from django.db.models import Count, Sum
+
+    from apps.billing.models import CostLineItem, DailyCost
+
+    count, billed, effective = sums
+    lines = CostLineItem.objects.of_delivery(delivery).aggregate(
+        lines=Count("id"), billed=Sum("billed_cost"), effective=Sum("effective_cost")
+    )
+    rolled = DailyCost.objects.filter(delivery_id=delivery.pk).aggregate(
+        lines=Sum("line_items"), billed=Sum("billed_cost"), effective=Sum("effective_cost")
+    )
+    assert delivery.rows == count, (delivery.rows, count)
+    assert lines["lines"] == rolled["lines"] == delivery.line_items, (lines, rolled)
+    for where, found in (
+        ("line items", (lines["billed"], lines["effective"])),
+        (
+            "delivery",
+            (Decimal(delivery.billed_cost["USD"]), Decimal(delivery.effective_cost["USD"])),
+        ),
+        ("daily rollup", (rolled["billed"], rolled["effective"])),
+    ):
+        assert found == (billed, effective), (where, found, billed, effective)
+
+
+def lines_save(delivery, out: Path) -> None:
+    """The delivery's line items, typed, as PostgreSQL's binary COPY writes them (untimed)."""
+    import psycopg
+    from psycopg import sql
+
+    from apps.billing.loader import LINE_COLUMNS
+    from apps.billing.models import CostLineItem
+
+    query = sql.SQL(
+        "COPY (SELECT {} FROM {} WHERE id > {} AND id <= {} ORDER BY id) TO STDOUT (FORMAT binary)"
+    ).format(
+        sql.SQL(", ").join(map(sql.Identifier, LINE_COLUMNS)),
+        sql.Identifier(CostLineItem._meta.db_table),
+        sql.Literal(delivery.first_line_id),
+        sql.Literal(delivery.last_line_id),
+    )
+    with (
+        psycopg.connect(conninfo()) as conn,
+        conn.cursor() as cursor,
+        cursor.copy(query) as copy,
+        out.open("wb") as handle,
+    ):
+        for chunk in copy:
+            handle.write(chunk)
+
+
+def delivery_delete(delivery) -> None:
+    """Delete a delivery with its line items and rollups (untimed), as a replacement drops one,
+    then VACUUM the line table, so that no autovacuum of those rows runs in a timed step."""
+    from django.db import connection
+
+    from apps.billing.importing import delivery_drop_lines
+    from apps.billing.models import CostLineItem, Delivery
+
+    delivery_drop_lines(delivery=delivery)
+    with connection.cursor() as cursor:
+        # Not delivery.delete(): Django's cascade would look for its lines by their delivery,
+        # which has no index (a scan of the whole table).
+        cursor.execute(f"DELETE FROM {Delivery._meta.db_table} WHERE id = %s", [delivery.pk])
+        cursor.execute(f"VACUUM {CostLineItem._meta.db_table}")
+
+
+def storage_floor_once(lines: Path) -> float:
+    """Floor (b): seconds to COPY the saved rows (binary, from this client, as the import sends
+    its own) into the line item table as it is, the sequence giving their ids, and to commit;
+    then (untimed) they are deleted and the table VACUUMed, so that it returns to its state."""
+    import psycopg
+    from psycopg import sql
+
+    from apps.billing.loader import LINE_COLUMNS
+    from apps.billing.models import CostLineItem
+
+    table = sql.Identifier(CostLineItem._meta.db_table)
+    columns = sql.SQL(", ").join(map(sql.Identifier, LINE_COLUMNS))
+    with psycopg.connect(conninfo(), autocommit=True) as conn:
+        last = sql.SQL("SELECT coalesce(max(id), 0) FROM {}").format(table)
+        before = conn.execute(last).fetchone()[0]
+        conn.execute("CHECKPOINT")
+        started = time.perf_counter()
+        with (
+            conn.transaction(),
+            conn.cursor() as cursor,
+            cursor.copy(
+                sql.SQL("COPY {} ({}) FROM STDIN (FORMAT binary)").format(table, columns)
+            ) as copy,
+            lines.open("rb") as handle,
+        ):
+            while chunk := handle.read(1 << 20):
+                copy.write(chunk)
+        seconds = time.perf_counter() - started
+        conn.execute(sql.SQL("DELETE FROM {} WHERE id > %s").format(table), [before])
+        conn.execute(sql.SQL("VACUUM {}").format(table))
+    return seconds
+
+
+def command_benchmark(args: argparse.Namespace) -> None:
+    """Issue 24: `manage.py import_billing` against floors (a) and (b), alternating, every import
+    of a new bill into the database as it is."""
+    from apps.billing.models import Delivery
+
+    others = Delivery.objects.filter(status=Delivery.Status.CURRENT).exclude(
+        billing_account_id=BENCH_ACCOUNT
+    )
+    if not others.exists():
+        raise SystemExit("Import a bill first: --command measures a database that holds bills.")
+    print(f"the database holds {others.count()} current deliveries of other accounts")
+    for leftover in bench_deliveries():  # an interrupted run's
+        delivery_delete(leftover)
+    lines = []
+    for rows in args.rows:
+        path = args.data_dir / f"focus-{rows}-{BENCH_ACCOUNT}.csv"
+        focus_file(path, rows, account=BENCH_ACCOUNT)
+        header = path.open().readline().strip().split(",")
+        saved = args.data_dir / f"lines-{rows}-{BENCH_ACCOUNT}.bin"
+        tries = []
+        for attempt in range(args.repeat):
+            copied = copy_once(path, header)
+            imported = command_once(path)
+            (delivery,) = bench_deliveries()
+            count, billed, effective = copied["sums"]
+            assert count == rows, (count, rows)
+            delivery_check(delivery, copied["sums"])
+            lines_save(delivery, saved)
+            delivery_delete(delivery)
+            text = min(t for k, t in copied.items() if k in ("server", "client"))
+            typed = storage_floor_once(saved)
+            tries.append((text, typed, imported))
+            took = imported["seconds"]
+            print(
+                f"  {rows:>9,} rows, try {attempt + 1}: (a) {text:5.1f} s, (b) {typed:5.1f} s, "
+                f"command {took:5.1f} s = importing {imported['importing']:.1f} + the work it "
+                f"started {imported['after']:.1f} + start and exit "
+                f"{took - imported['importing'] - imported['after']:.1f}; "
+                f"{took / typed:.2f}x (b), {took / text:.2f}x (a), "
+                f"peak {imported['peak_mb']:.0f} MB; totals checked (billed {billed}, "
+                f"effective {effective})",
+                flush=True,
+            )
+            print(f"      its last line: {imported['done']}")
+        saved.unlink()
+        lines.append((rows, tries))
+    print()
+    print(
+        f"{'rows':>10} {'(a) s':>6} {'(b) s':>6} {'command s':>10} {'importing':>10} "
+        f"{'after':>6} {'x (b)':>6} {'worst':>6} {'x (a)':>6} {'worst':>6} {'peak MB':>8}"
+    )
+    ok = True
+    for rows, tries in lines:
+        to_typed = [i["seconds"] / b for _, b, i in tries]
+        to_text = [i["seconds"] / a for a, _, i in tries]
+        peak = max(i["peak_mb"] for *_, i in tries)
+        ok = ok and statistics.median(to_typed) <= GOAL_COMMAND_RATIO and peak <= GOAL_MEMORY_MB
+        print(
+            f"{rows:>10,} {statistics.median(a for a, _, _ in tries):>6.1f} "
+            f"{statistics.median(b for _, b, _ in tries):>6.1f} "
+            f"{statistics.median(i['seconds'] for *_, i in tries):>10.1f} "
+            f"{statistics.median(i['importing'] for *_, i in tries):>10.1f} "
+            f"{statistics.median(i['after'] for *_, i in tries):>6.1f} "
+            f"{statistics.median(to_typed):>5.2f}x {max(to_typed):>5.2f}x "
+            f"{statistics.median(to_text):>5.2f}x {max(to_text):>5.2f}x {peak:>8.0f}"
+        )
+    print(
+        f"\ngoal: within {GOAL_COMMAND_RATIO}x of (b) and at most {GOAL_MEMORY_MB} MB at every "
+        f"size: {'met' if ok else 'NOT met'} (seconds and ratios: medians of {args.repeat} "
+        "tries, each ratio within its own try, worst beside it; peak: the highest; after: the "
+        "work the imports started, run in the command's process)"
+    )
+
+
+def focus_file(path: Path, rows: int, **options) -> None:
+    """Write the benchmark's FOCUS bill once (bench/focus_bill.py), readable by the server."""
+    from bench.focus_bill import focus_benchmark_write
+
+    if not path.exists():
+        started = time.perf_counter()
+        focus_benchmark_write(path, rows=rows, **options)
+        print(
+            f"wrote {path} ({path.stat().st_size / 1e6:,.0f} MB) in "
+            f"{time.perf_counter() - started:.0f} s"
+        )
+    path.chmod(0o644)  # the server reads it for its own COPY
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="FOCUS import against PostgreSQL's COPY.")
-    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 3_000_000])
+    parser.add_argument("--rows", type=int, nargs="+")
     parser.add_argument("--repeat", type=int, default=3)
     # Outside the repository, and where the database server may read the file for its COPY.
     parser.add_argument(
         "--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "costsite-bench"
+    )
+    parser.add_argument(
+        "--command",
+        action="store_true",
+        help="Time `manage.py import_billing` into the database as it is (issue 24).",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child)
         return
+    if args.rows is None:
+        args.rows = [300_000, 1_000_000] if args.command else [1_000_000, 3_000_000]
 
     import django
 
     django.setup()
     from django.core.management import call_command
     from django.db import connection
-
-    from bench.focus_bill import focus_benchmark_write
 
     if connection.vendor != "postgresql":
         raise SystemExit("The benchmark needs PostgreSQL: set DATABASE_URL.")
@@ -213,17 +494,13 @@ def main() -> None:
         f"database {connection.settings_dict['NAME']}"
     )
     compile_sources()
+    if args.command:
+        command_benchmark(args)
+        return
     lines = []
     for rows in args.rows:
         path = args.data_dir / f"focus-{rows}.csv"
-        if not path.exists():
-            started = time.perf_counter()
-            focus_benchmark_write(path, rows=rows)
-            print(
-                f"wrote {path} ({path.stat().st_size / 1e6:,.0f} MB) in "
-                f"{time.perf_counter() - started:.0f} s"
-            )
-        path.chmod(0o644)  # the server reads it for its own COPY
+        focus_file(path, rows)
         header = path.open().readline().strip().split(",")
         copies, imports = [], []
         for attempt in range(args.repeat):

@@ -25,8 +25,9 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from apps.accounts.guards import is_staff_or_lead
+from apps.accounts.models import Team
 from apps.projects.selectors import visible_project_ids
-from apps.spend.figures import cached, cached_fragment
+from apps.spend.figures import cached, cached_fragment, version_bump
 from apps.spend.rollup import bill_freshness
 from apps.spend.sections import request_organization, today
 
@@ -42,7 +43,12 @@ def findings_version() -> str:
 
 
 def findings_version_bump() -> None:
-    """A new findings version once the current transaction commits (at once outside one)."""
+    """A new findings version once the current transaction commits (at once outside one).
+
+    The spend data version moves too, in the transaction (a row in the database, which every
+    process reads): the pages' parts cached as HTML show findings' rows and statuses, and a
+    process whose own cache still holds the old token must not serve them."""
+    version_bump()
     transaction.on_commit(lambda: cache.set(VERSION_KEY, uuid.uuid4().hex, None))
 
 
@@ -58,11 +64,10 @@ def page_fragment(
     """The HTML `render()` makes of a page's spend and findings figures, cached while neither
     the spend data nor the findings changed, for everyone who asks the same question: the same
     URL and query, on the same UTC day (the presets' periods, the month-end forecast), in the
-    same time zone and currency, seeing the same projects in the same role, with the bill loaded
-    up to the same moment as shown (never later than now). `render` must read nothing else about
-    the request than `depends_on` names (what a page shows only some users, say): no user, no
-    CSRF token (a form that posts takes its token from outside the part, by the input's `form`
-    attribute)."""
+    same time zone and currency, seeing the same projects and teams in the same role, with the
+    bill loaded up to the same minute as shown (never later than now). `render` must read
+    nothing else about the request than `depends_on` names: no user, no CSRF token (a form that
+    posts takes its token from outside the part, by the input's `form` attribute)."""
     # The same for every part of the request's page: asked once.
     asked = getattr(request, "_costsite_fragment_parts", None)
     if asked is None:
@@ -72,11 +77,32 @@ def page_fragment(
             "time_zone": timezone.get_current_timezone_name(),
             "currency": request_organization(request).currency,
             "sees": visible_project_ids(user=request.user),
+            # The team menu lists the user's teams (a team may have no project yet).
+            "teams": _team_ids(request.user),
             # Staff see everything, and leads the findings and spend nobody owns yet.
             "role": (request.user.is_staff, is_staff_or_lead(user=request.user)),
-            "fresh": bill_freshness(),
+            "fresh": _fresh_as_shown(),
         }
     # The versions are read for each part: a change within the request moves them.
     parts = {**asked, **depends_on, "findings": findings_version(), "name": name}
     # Rendered HTML is a SafeString, and stays one through the cache (pickled with its class).
     return cached_fragment(parts, render)
+
+
+def _team_ids(user) -> tuple[int, ...] | None:
+    if user.is_staff:
+        return None  # every team
+    return tuple(
+        Team.objects.filter(memberships__user=user).order_by("pk").values_list("pk", flat=True)
+    )
+
+
+def _fresh_as_shown() -> tuple:
+    """How fresh the bill is, to the minute the pages show: a bill whose usage runs past now is
+    shown as loaded up to now, which would otherwise make a new key every microsecond."""
+    fresh = bill_freshness()
+
+    def minute(moment):
+        return moment and moment.replace(second=0, microsecond=0)
+
+    return (minute(fresh.newest), minute(fresh.oldest), fresh.oldest_account, fresh.accounts)

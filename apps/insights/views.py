@@ -78,22 +78,11 @@ def waste(request: HttpRequest) -> HttpResponse:
         lambda: render_to_string(
             "insights/waste.html#waste-body", _waste_context(request, can_act), request=request
         ),
-        # The team menu lists the user's teams; the bulk actions are a lead's.
-        teams=_team_ids(request.user),
-        can_act=can_act,
     )
     if request.htmx:
         return HttpResponse(body)
     return render(
         request, "insights/waste.html", {"waste_body": body, "query": request.GET.urlencode()}
-    )
-
-
-def _team_ids(user) -> tuple[int, ...] | None:
-    if user.is_staff:
-        return None
-    return tuple(
-        Team.objects.filter(memberships__user=user).order_by("pk").values_list("pk", flat=True)
     )
 
 

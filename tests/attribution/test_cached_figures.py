@@ -299,3 +299,59 @@ def test_the_project_pages_filters_are_cached_apart(staff_client, imported):
     assert project_total(staff_client) == "$12.50"
     page = project_page(staff_client, "?start=2025-03-11&end=2025-03-11")
     assert re.search(r'id="period-total">([^<]*)<', page).group(1) == "$0.00"
+
+
+def test_traffic_recorded_moves_the_version_at_once(imported):
+    """The project and model pages' cached parts show a deployment's requests; traffic is
+    recorded without a port (the API, a pull), so its writes move the version as the rollups'."""
+    from apps.deployments.models import TrafficHour
+    from tests.factories import DeploymentFactory, ModelFactory
+
+    deployment = DeploymentFactory(model=ModelFactory(project=imported))
+    before = version_read()
+    TrafficHour.objects.create(
+        deployment=deployment, hour=at("2025-03-12T10:00:00"), requests=1200, updated_at=NOW
+    )
+    assert version_read() != before
+
+
+def test_the_overview_is_cached_apart_for_people_of_other_teams(imported, member, team):
+    """Two members who see the same projects, one also in a team with no project yet: that
+    team's filter is the one's own, and refused to the other (who sees their team's spend)."""
+    from django.test import Client
+
+    from tests.factories import MembershipFactory, TeamFactory
+
+    empty = TeamFactory(name="Research", slug="research")
+    MembershipFactory(user=member, team=empty)
+    other = MembershipFactory(team=team).user
+
+    def total(user) -> str:
+        client = Client()
+        client.force_login(user)
+        page = client.get(reverse("home") + "?team=research").content.decode()
+        return re.search(r'id="period-total">([^<]*)<', page).group(1)
+
+    assert total(member) == "$0.00"
+    assert total(other) == "$12.50"
+    assert total(member) == "$0.00"
+
+
+def test_a_bill_running_past_now_is_cached_to_the_minute_shown(staff_client, imported):
+    """A bill whose usage runs past now is shown as loaded up to now: the cached parts are keyed
+    by the minute shown, so a second load within that minute is a warm one."""
+    from apps.billing.models import Delivery
+
+    Delivery.objects.update(max_usage_period_end=NOW + timedelta(days=2))
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            project_page(staff_client)
+        return len(captured)
+
+    with travel(NOW + timedelta(seconds=5), tick=False):
+        queries()
+    with travel(NOW + timedelta(seconds=40), tick=False):
+        assert queries() == 8
+    with travel(NOW + timedelta(seconds=65), tick=False):
+        assert queries() > 8  # the next minute: shown as loaded up to 12:01

@@ -30,9 +30,9 @@ HTMX = {"HX-Request": "true", "HX-Target": "spend"}
 # failed runs' share, 1 for its rules without a workload: 3 when it has some, to read its usual
 # workload; 1 for its hosted model API spend; for a lead, 1 for the ids of the projects they
 # see, read once a request, which the findings figures are filtered by so that a team shares
-# them, and 1 for whether they lead a team, which the page's parts cached as HTML are keyed by
-# with how fresh the bill is, 1 more).
-MOST = 45
+# them, and 1 for whether they lead a team and 1 for their teams, which the page's parts
+# cached as HTML are keyed by with how fresh the bill is, 1 more).
+MOST = 46
 
 
 def grow(bill, team) -> None:

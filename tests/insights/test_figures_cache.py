@@ -158,3 +158,15 @@ def test_a_snoozed_finding_leaves_the_project_pages_cached_section(
         with django_capture_on_commit_callbacks(execute=True):
             finding_snooze(finding=idle_a, by=lead, until=datetime(2025, 3, 20).date())
         assert open_findings() == "1"
+
+
+def test_a_status_change_moves_the_spend_data_version_every_process_reads(client, lead):
+    """Another web process may still hold the old findings token in a cache of its own; the
+    spend data version lives in the database, and a status change moves it in its transaction."""
+    from apps.spend.figures import version_read
+
+    before = version_read()
+    with time_machine.travel(NOW, tick=False):
+        finding = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key="i-a")
+        finding_snooze(finding=finding, by=lead, until=datetime(2025, 3, 20).date())
+    assert version_read() != before

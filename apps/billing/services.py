@@ -123,11 +123,13 @@ def _run_hand_back(model, *, pk: int, started_at) -> None:
             time.sleep(0.5)
 
 
-def import_run_execute(*, import_run: ImportRun) -> ImportRun:
+def import_run_execute(*, import_run: ImportRun, committed=None) -> ImportRun:
     """Claim the run and load its files; it ends succeeded, unchanged or failed.
 
     Two workers never run it twice: the claim is a conditional UPDATE from queued (or from a
     running run whose process stopped beating) to running, and whoever updates nothing gives up.
+    `committed`, if given, is called as soon as the load commits, before the work the commit
+    starts (the tasks the ports enqueue, run here when Celery runs them eagerly).
     """
     now = timezone.now()
     claimed = (
@@ -153,6 +155,8 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
     importer = _Importer(import_run)
     try:
         with transaction.atomic():
+            if committed is not None:
+                transaction.on_commit(committed)  # the first of the commit's callbacks
             importer.run()
     except _NothingNew:
         _finish(import_run, ImportRun.Status.UNCHANGED, results=importer.results)

@@ -1,6 +1,7 @@
 """Writes of the insights app: recomputing findings (claimed, one at a time, idempotent) and
 their workflow (acknowledge, snooze, resolve, reopen), each change kept as a history row."""
 
+import hashlib
 import json
 import logging
 import time
@@ -10,6 +11,7 @@ from decimal import Decimal
 
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Max, Min, Q, Sum
+from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from apps.accounts.models import Organization
@@ -27,6 +29,7 @@ from . import (
 from .days import day_rollup_rebuild
 from .figures import findings_version_bump
 from .models import (
+    LEVER_KINDS,
     ONE_OFF_KINDS,
     SAVINGS_ONLY_KINDS,
     Finding,
@@ -34,11 +37,15 @@ from .models import (
     FindingEvent,
     FindingHour,
     FindingSharedHour,
+    GpuInstancePrice,
+    GpuTypeMemory,
     InsightsSettings,
     Kind,
+    ModelApiPrice,
     RecomputeLock,
     RecomputeRun,
     Status,
+    StorageEgressPrice,
 )
 from .selectors import data_as_of
 
@@ -343,16 +350,30 @@ class HoursChanged:
     def reset(self) -> None:
         self.whole = False
         self.days_of: dict[int, set[date]] = defaultdict(set)
+        self.touched: set[int] = set()
+        self.kind_begin()
 
-    def everywhere(self) -> None:
+    def kind_begin(self) -> None:
+        """A kind's store begins: whether its changed findings are known starts over."""
+        self.kind_unknown = False
+
+    def everywhere(self, *, findings=None) -> None:
+        """Hours changed anywhere in the period. `findings`: the ids of the findings whose hours
+        were written, where known; without them, which of the kind's findings changed is not."""
         self.whole = True
+        if findings is None:
+            self.kind_unknown = True
+        else:
+            self.touched.update(findings)
 
     def day(self, finding_id: int, day: date) -> None:
         self.days_of[finding_id].add(day)
+        self.touched.add(finding_id)
 
     def forget(self, finding_ids) -> None:
         for finding_id in finding_ids:
             self.days_of.pop(finding_id, None)
+            self.touched.discard(finding_id)
 
     def stretches(self, *, start: date | None, end: date | None) -> list[tuple]:
         """The UTC days `[from, until)` to rebuild within the period (None ends: unbounded),
@@ -391,10 +412,26 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
     as_of = data_as_of()
     kinds = {}
     on_postgresql = connection.vendor == "postgresql"
+    # Within a period (an import's, a re-attribution's), with every input but the hours as the
+    # last recompute had them, only what the period's data reaches is done again (_narrowed).
+    summary["inputs"] = _inputs(org=org, settings=settings, as_of=as_of)
+    narrow = start is not None and summary["inputs"] == _inputs_before()
+    summary["narrowed"] = narrow
     for kind, hours_of in KIND_HOURS.items():
         beat()
         clock = time.perf_counter()
-        context = {"start": start, "end": end, "org": org, "settings": settings, "as_of": as_of}
+        hours_changed.kind_begin()
+        if narrow and kind in LEVER_KINDS and not _meets_lever_window(start, end, as_of):
+            kinds[kind] = {**LEVER_SKIPPED, "seconds": round(time.perf_counter() - clock, 3)}
+            continue
+        context = {
+            "start": start,
+            "end": end,
+            "org": org,
+            "settings": settings,
+            "as_of": as_of,
+            "narrow": narrow,
+        }
         if on_postgresql and kind in KIND_SQL:
             kinds[kind] = _kind_store_sql(kind=kind, fill=KIND_SQL[kind], **context)
         else:
@@ -433,6 +470,75 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
     return summary
 
 
+# What a lever kind's summary says when its window lies outside a narrowed recompute's period.
+LEVER_SKIPPED = {
+    "skipped": "its 30 days ending at the bill's data as of lie outside the period",
+    "subjects": 0,
+    "created": 0,
+    "gone": 0,
+    "reopened": 0,
+    "hours": 0,
+    "hours_written": 0,
+    "hours_deleted": 0,
+}
+# What the figures of findings read besides their own hours and lines (none reads another
+# table of the catalogue's, nor the build-or-call page's inputs).
+CATALOGUE = (GpuInstancePrice, GpuTypeMemory, ModelApiPrice, StorageEgressPrice)
+
+
+def _inputs(*, org: Organization, settings: InsightsSettings, as_of: datetime | None) -> str:
+    """A digest of what a finding's figures depend on besides its hours: the bill's data as of
+    (a finding's last 30 days, the levers' window), the organisation's currency and time zone,
+    the insights settings (thresholds) and the price catalogue (the levers' and savings'
+    prices). Two recomputes with the same digest read the same prices and rules."""
+    catalogue = [
+        model.objects.aggregate(rows=Count("pk"), last=Max("pk"), updated=Max("updated_at"))
+        for model in CATALOGUE
+    ]
+    document = {
+        "as_of": as_of,
+        "currency": org.currency,
+        "time_zone": org.time_zone,
+        "settings": model_to_dict(settings),
+        "catalogue": catalogue,
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _inputs_before() -> str | None:
+    """The inputs' digest of the last recompute that succeeded (none before this was kept)."""
+    return (
+        RecomputeRun.objects.filter(status=RecomputeRun.Status.SUCCEEDED)
+        .order_by("-finished_at", "-pk")
+        .values_list("summary__inputs", flat=True)
+        .first()
+    )
+
+
+def _meets_lever_window(start: date, end: date, as_of: datetime | None) -> bool:
+    """Whether `[start, end)` (UTC days) meets the levers' window: the 30 days ending at the
+    bill's data as of, which they read whatever the period (compute_part3._lever_window)."""
+    if as_of is None:
+        return False  # no bill: no lever to find
+    days = max(compute_part3.LEVER_DAYS, compute_part2.RIGHT_SIZE_DAYS)
+    return compute.day_start(start) < as_of and compute.day_start(end) > as_of - timedelta(
+        days=days
+    )
+
+
+def _narrowed(findings: list[Finding], *, kind: str, narrow: bool, created, keys) -> list[Finding]:
+    """The findings of `kind` a recompute refreshes. All of them, unless it is narrowed to a
+    period (with the inputs as the last one had them, _inputs): then only those whose hours it
+    wrote or deleted, the new ones and those of a subject it found in the period (`keys`: its
+    reason, evidence or savings may have changed). The others' figures come from the same
+    hours, facts and inputs as when they were last refreshed, and would come out the same.
+    A lever kind's findings are refreshed whole: one not found again saves nothing."""
+    if not narrow or hours_changed.kind_unknown or kind in LEVER_KINDS:
+        return findings
+    touched = hours_changed.touched | set(created)
+    return [f for f in findings if f.pk in touched or f.subject_key in keys]
+
+
 def _old_hours_delete(*, kind: str, start: date | None, end: date | None) -> int:
     old_hours = FindingHour.objects.filter(finding__kind=kind)
     if start is not None:
@@ -451,6 +557,7 @@ def _kind_store_sql(
     org: Organization,
     settings: InsightsSettings,
     as_of: datetime | None,
+    narrow: bool = False,
 ) -> dict:
     """_kind_store in SQL: the kind's hours computed into a temporary table, new findings and
     their hours written with INSERT ... SELECT (nothing per hour passes through Python)."""
@@ -515,7 +622,13 @@ def _kind_store_sql(
         )
         (subjects,) = cursor.fetchone()
         cursor.execute(f"DROP TABLE {compute.HOURS_TABLE}")
-    findings = list(Finding.objects.filter(kind=kind))
+    findings = _narrowed(
+        list(Finding.objects.filter(kind=kind)),
+        kind=kind,
+        narrow=narrow,
+        created=created,
+        keys=evidence,
+    )
     loaded = _loaded(findings)
     for finding in findings:
         if finding.subject_key in evidence:
@@ -574,14 +687,20 @@ def _hours_diff_write(
         # Nothing stored to diff against (a first recompute): the anti-join would read, for
         # each hour it writes, the hours this same statement wrote before it (invisible to it,
         # but in the table): 25 s for idle_gpu's 65,000 hours, bench/findings_recompute.py.
+        # Which findings were written, for their refresh (_refresh_which), on the way out.
         cursor.execute(
-            f"INSERT INTO {hours_table} ({columns}) SELECT {columns} FROM {computed} AS hours"
-            " ORDER BY finding_id, hour",
+            f"""WITH came AS (
+                    INSERT INTO {hours_table} ({columns})
+                    SELECT {columns} FROM {computed} AS hours ORDER BY finding_id, hour
+                    RETURNING finding_id
+                )
+                SELECT finding_id, count(*) FROM came GROUP BY 1""",
             computed_params,
         )
-        if cursor.rowcount:
-            hours_changed.everywhere()
-        return cursor.rowcount, 0
+        written = dict(cursor.fetchall())
+        if written:
+            hours_changed.everywhere(findings=written)
+        return sum(written.values()), 0
 
     # One pass: the stored hours of the period joined to the computed ones on every column (an
     # hour with no equal on the other side changed), then those deleted and these written. Two
@@ -639,6 +758,7 @@ def _kind_store(
     org: Organization,
     settings: InsightsSettings,
     as_of: datetime | None,
+    narrow: bool = False,
 ) -> dict:
     existing = {finding.subject_key: finding for finding in Finding.objects.filter(kind=kind)}
     loaded = _loaded(existing.values())
@@ -731,7 +851,9 @@ def _kind_store(
     }
     _refresh(
         kind=kind,
-        findings=list(existing.values()),
+        findings=_narrowed(
+            list(existing.values()), kind=kind, narrow=narrow, created=created, keys=subjects
+        ),
         loaded=loaded,
         subjects=subjects,
         created=set(created),
@@ -880,7 +1002,7 @@ def _hours_store(
         # Nothing to diff against: the hours and the days' hours go straight into the table
         # (through the temporary table, a first recompute wrote storage's 1.1M hours twice).
         if rows or day_rows:
-            hours_changed.everywhere()
+            hours_changed.everywhere(findings={row[0] for part in (rows, day_rows) for row in part})
         table = FindingHour._meta.db_table
         with connection.cursor() as cursor:
             if rows:

@@ -156,9 +156,12 @@ def test_the_plain_output_ends_with_where_the_whole_run_went(acme, two_months, m
     time since the process started, start-up included."""
     real = command_module.import_run_execute
 
-    def then_a_recompute(*, import_run):
+    def then_a_recompute(*, import_run, committed):
         run = real(import_run=import_run)
-        time.sleep(0.3)  # as the findings recompute an eager commit hook runs
+        # The load commits (here the test's transaction holds the commit back: called by
+        # hand), then its commit's hooks run, as the findings recompute does when eager.
+        committed()
+        time.sleep(0.3)
         return run
 
     monkeypatch.setattr(command_module, "import_run_execute", then_a_recompute)
@@ -176,3 +179,39 @@ def test_the_plain_output_ends_with_where_the_whole_run_went(acme, two_months, m
     ), lines[-1]
     # JSON stays one object per delivery.
     assert len(import_billing(two_months, "--json")) == 2
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "progress"])
+def test_the_import_is_timed_to_its_commit_and_the_commits_hooks_after_it(
+    acme, two_months, monkeypatch
+):
+    """The command's `committed` hook is the commit's first callback: it runs once the lines are
+    committed (visible to another connection), before the hooks the ports registered (the
+    tasks a commit enqueues), which the command counts as the work the import started."""
+    from django.db import connections, transaction
+
+    from apps.billing.models import CostLineItem
+    from apps.billing.services import import_run_create, import_run_execute
+    from apps.projects.ports import spend_data_changed
+
+    order = []
+
+    def hook(**period):
+        transaction.on_commit(lambda: order.append("the ports' hook"))
+
+    def committed():
+        with connections["progress"].cursor() as cursor:  # another connection
+            cursor.execute(f"SELECT count(*) FROM {CostLineItem._meta.db_table}")
+            order.append(f"committed, {cursor.fetchone()[0]} lines seen")
+
+    handlers = spend_data_changed._handlers
+    monkeypatch.setattr(spend_data_changed, "_handlers", [hook])
+    run = import_run_execute(
+        import_run=import_run_create(paths=[str(two_months)], requested_format="auto"),
+        committed=committed,
+    )
+    assert handlers  # (the real ones, put back by monkeypatch)
+
+    assert run.status == ImportRun.Status.SUCCEEDED
+    # Two deliveries (January, February): one hook each, after the commit.
+    assert order == ["committed, 3 lines seen", "the ports' hook", "the ports' hook"]

@@ -3,6 +3,7 @@
 import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 from django.conf import settings
@@ -28,6 +29,10 @@ FIELDS = (
 
 
 class Command(BaseCommand):
+    # No system checks: they load every URL and view (about a second of the command's start,
+    # bench/import_focus.py --command), and an import needs neither. The server, migrate and
+    # `manage.py check` run them.
+    requires_system_checks = []
     help = (
         "Import billing files: FOCUS 1.x, AWS CUR (legacy, Parquet, 2.0, or a CUR manifest), the "
         "GCP billing export, Azure EA and MCA cost details; CSV, gzip CSV, NDJSON or Parquet. Each "
@@ -65,13 +70,15 @@ class Command(BaseCommand):
                 self._print({"file": given, "status": "queued", "import_run": run.pk}, json)
                 continue
             started = time.monotonic()
-            run = import_run_execute(import_run=run)
-            took = time.monotonic() - started
-            # A result's seconds are its file's import; what the run took past it is the work
-            # its commit started (run here when Celery runs tasks in this process).
-            loaded = max((result.get("seconds") or 0.0 for result in run.results), default=0.0)
-            importing += loaded
-            after += max(took - loaded, 0.0)
+            moments = []
+            run = import_run_execute(import_run=run, committed=partial(_now_into, moments))
+            finished = time.monotonic()
+            # The import: from its claim to its commit (its rollups and the delivery's record
+            # included); after it, the work its commit started (run here when Celery runs tasks
+            # in this process). A run that failed or found nothing new committed nothing.
+            committed = moments[0] if moments else finished
+            importing += committed - started
+            after += finished - committed
             for result in run.results:
                 line = {name: result.get(name) for name in FIELDS}
                 line["file"] = (
@@ -125,6 +132,10 @@ class Command(BaseCommand):
         )
         for note in line.get("notes") or ():
             self.stdout.write(f"note       {note}")
+
+
+def _now_into(moments: list) -> None:
+    moments.append(time.monotonic())
 
 
 def _seconds_since_process_start() -> float | None:

@@ -37,6 +37,8 @@ def _moment(text: str, zone: zoneinfo.ZoneInfo) -> datetime:
 
 class Command(BaseCommand):
     help = "Import GPU metrics files (dcgm-exporter scrapes, Prometheus JSON, nvidia-smi CSV)."
+    # No system checks, as import_billing: they load every URL and view, about a second.
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+", metavar="PATH")

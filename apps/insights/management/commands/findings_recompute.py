@@ -42,6 +42,9 @@ class Command(BaseCommand):
             self.stdout.write(f"Recompute #{run.pk} queued: another recompute is running it.")
             return
         for kind, counts in summary["kinds"].items():
+            if "skipped" in counts:
+                self.stdout.write(f"{kind}: not recomputed ({counts['skipped']})")
+                continue
             self.stdout.write(
                 f"{kind}: {counts['subjects']} subjects, {counts['created']} new, "
                 f"{counts['gone']} gone, {counts['reopened']} reopened"

@@ -163,7 +163,9 @@ def failed_run_sql(cursor, *, start: date | None, end: date | None) -> dict[str,
     if not runs:
         return {}
     ids = sorted(runs)
-    table = run_lines_table(ids)
+    # Only the runs with a line in the period add hours; a new finding's resource is read from
+    # its run's whole life, which the shared copy holds for those runs.
+    table = run_lines_table(ids, window=_window(start, end))
     spread, params = _spread_sql(
         "experiment_id = ANY(%s::bigint[])",
         ("resource_id", "billing_account_id", "service_name"),

@@ -43,7 +43,7 @@ from apps.experiments.models import Experiment
 from apps.spend.selectors import data_as_of
 from apps.spend.templatetags.storage_units import binary_bytes_text
 
-from .compute import PLACES, DayPart, SubjectHours, day_start
+from .compute import PLACES, DayPart, SubjectHours, day_start, is_narrowed
 from .compute_part3 import provider_key, run_key
 from .models import InsightsSettings, Kind, StorageEgressPrice
 
@@ -252,11 +252,15 @@ def storage_of_finished_runs_hours(
     if last is None:
         return {}
     grace = timedelta(days=InsightsSettings.get().finished_run_storage_days)
-    runs = {
-        run.pk: run
-        for run in Experiment.objects.filter(status__in=FINISHED, ended_at__isnull=False)
-        if run.ended_at + grace <= day_start(last)
-    }
+    finished = Experiment.objects.filter(status__in=FINISHED, ended_at__isnull=False)
+    if is_narrowed() and start is not None and end is not None:
+        # Only the runs with storage in the period: each subject reads its run's whole life.
+        finished = finished.filter(
+            pk__in=DailyStorageCost.objects.filter(STORAGE, day__gte=start, day__lt=end)
+            .exclude(experiment_id=None)
+            .values("experiment_id")
+        )
+    runs = {run.pk: run for run in finished if run.ended_at + grace <= day_start(last)}
     if not runs:
         return {}
     # The first day counted: the first whole UTC day from N days after the run ended.

@@ -417,26 +417,28 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
     summary["inputs"] = _inputs(org=org, settings=settings, as_of=as_of)
     narrow = start is not None and summary["inputs"] == _inputs_before()
     summary["narrowed"] = narrow
-    for kind, hours_of in KIND_HOURS.items():
-        beat()
-        clock = time.perf_counter()
-        hours_changed.kind_begin()
-        if narrow and kind in LEVER_KINDS and not _meets_lever_window(start, end, as_of):
-            kinds[kind] = {**LEVER_SKIPPED, "seconds": round(time.perf_counter() - clock, 3)}
-            continue
-        context = {
-            "start": start,
-            "end": end,
-            "org": org,
-            "settings": settings,
-            "as_of": as_of,
-            "narrow": narrow,
-        }
-        if on_postgresql and kind in KIND_SQL:
-            kinds[kind] = _kind_store_sql(kind=kind, fill=KIND_SQL[kind], **context)
-        else:
-            kinds[kind] = _kind_store(kind=kind, subjects=hours_of(start=start, end=end), **context)
-        kinds[kind]["seconds"] = round(time.perf_counter() - clock, 3)
+    with compute.narrowed(narrow):
+        for kind, hours_of in KIND_HOURS.items():
+            beat()
+            clock = time.perf_counter()
+            hours_changed.kind_begin()
+            if narrow and kind in LEVER_KINDS and not _meets_lever_window(start, end, as_of):
+                kinds[kind] = {**LEVER_SKIPPED, "seconds": round(time.perf_counter() - clock, 3)}
+                continue
+            context = {
+                "start": start,
+                "end": end,
+                "org": org,
+                "settings": settings,
+                "as_of": as_of,
+                "narrow": narrow,
+            }
+            if on_postgresql and kind in KIND_SQL:
+                kinds[kind] = _kind_store_sql(kind=kind, fill=KIND_SQL[kind], **context)
+            else:
+                subjects = hours_of(start=start, end=end)
+                kinds[kind] = _kind_store(kind=kind, subjects=subjects, **context)
+            kinds[kind]["seconds"] = round(time.perf_counter() - clock, 3)
     summary["kinds"] = kinds
     written = sum(counts.get("hours_written", 0) + counts.get("hours_deleted", 0)
                   for counts in kinds.values())  # fmt: skip

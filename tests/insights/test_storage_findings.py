@@ -508,3 +508,57 @@ def test_without_a_catalogue_price_the_copy_is_priced_at_the_bills_own_rate(deli
         "cost": "10",
         "source": "the bill's own rate for this pair (no catalogue price)",
     }
+
+
+def test_a_narrowed_recompute_reads_only_the_runs_with_storage_in_its_period(delivery, project):
+    """A recompute of changed days (services._narrowed) reads the finished runs with storage on
+    those days only, each over its whole life, and leaves what a whole recompute gives."""
+    runs = {}
+    for name, ended, number in (("kept", "2025-01-10 00:00", 28), ("gone", "2025-01-05 00:00", 10)):
+        runs[name] = ExperimentFactory(
+            project=project,
+            name=name,
+            status=Experiment.Status.SUCCEEDED,
+            started_at=at("2025-01-01 00:00"),
+            ended_at=at(ended),
+        )
+        for day in days("2025-02-01", number):
+            stored(
+                delivery,
+                day,
+                100,
+                "1.00",
+                bucket=f"{name}-ckpt",
+                data_class=DataClass.CHECKPOINTS,
+                project=project,
+                experiment=runs[name],
+            )
+    findings_recompute()
+    findings = {
+        f.experiment.name: f for f in Finding.objects.filter(kind=Kind.STORAGE_OF_FINISHED_RUNS)
+    }
+    assert {name: f.wasted for name, f in findings.items()} == {
+        "kept": {"USD": "28"},
+        "gone": {"USD": "10"},
+    }
+    changed = DailyStorageCost.objects.filter(resource_id="kept-ckpt", day=date(2025, 2, 20))
+    assert changed.update(effective_cost=Decimal("3.00")) == 1
+
+    run = findings_recompute(start=date(2025, 2, 20), end=date(2025, 2, 21))
+
+    assert run.summary["narrowed"] is True
+    assert run.summary["kinds"][Kind.STORAGE_OF_FINISHED_RUNS]["subjects"] == 1  # "kept"
+    kept, gone = (Finding.objects.get(pk=findings[name].pk) for name in ("kept", "gone"))
+    assert kept.wasted == {"USD": "30"}
+    assert (gone.wasted, gone.updated_at) == ({"USD": "10"}, findings["gone"].updated_at)
+    narrowed = list(
+        Finding.objects.order_by("pk").values_list(
+            "pk", "updated_at", "wasted", "reason", "evidence"
+        )
+    )
+    findings_recompute()
+    assert list(
+        Finding.objects.order_by("pk").values_list(
+            "pk", "updated_at", "wasted", "reason", "evidence"
+        )
+    ) == (narrowed)

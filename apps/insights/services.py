@@ -689,7 +689,7 @@ def _hours_diff_write(
         # Nothing stored to diff against (a first recompute): the anti-join would read, for
         # each hour it writes, the hours this same statement wrote before it (invisible to it,
         # but in the table): 25 s for idle_gpu's 65,000 hours, bench/findings_recompute.py.
-        # Which findings were written, for their refresh (_refresh_which), on the way out.
+        # Which findings were written, for their refresh (_narrowed), on the way out.
         cursor.execute(
             f"""WITH came AS (
                     INSERT INTO {hours_table} ({columns})

@@ -7,8 +7,10 @@ hand-computed bill (test_part3.py: March 2025, data as of 2025-03-11 00:00, so t
 are 9 February to 11 March)."""
 
 from datetime import date
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 from apps.insights import services
 from apps.insights.models import (
@@ -125,3 +127,15 @@ def test_changed_thresholds_or_prices_make_the_next_recompute_whole(part3):
     settings.save()
     run = services.findings_recompute(start=date(2024, 1, 1), end=date(2024, 2, 1))
     assert run.summary["narrowed"] is False
+
+
+def test_the_command_says_which_kinds_it_left_alone(part3):
+    out = StringIO()
+    call_command("findings_recompute", "--start", "2024-01-01", "--end", "2024-02-01", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert (
+        "spot_candidate: not recomputed (its 30 days ending at the bill's data as of lie outside "
+        "the period)"
+    ) in lines
+    assert sum("not recomputed" in line for line in lines) == len(LEVER_KINDS)
+    assert "failed_run: 0 subjects, 0 new, 0 gone, 0 reopened" in lines  # none in 2024

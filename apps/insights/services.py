@@ -269,21 +269,28 @@ def _execute(run: RecomputeRun, holder: str) -> None:
     alias = "default"
     if connection.vendor == "postgresql" and not connection.in_atomic_block:
         alias = "progress"
+    # Where the run's time went besides its kinds' own seconds (the summary's `seconds`).
+    clock, seconds = time.perf_counter(), {}
     try:
         # Before the recompute's transaction: the summarising holds a lock on the line table
         # until its transaction ends, and would otherwise hold it for the whole recompute.
         line_period_index_summarise()
         _temporary_buffers()
+        seconds["index_summary"] = round(time.perf_counter() - clock, 3)
         # The lever kinds share one read of their period (compute_levers.facts_shared).
         with transaction.atomic(), compute_levers.facts_shared():
             _planner_settings()
             # One read of the GPU-compute, unattributed and failed runs' lines for the kinds
             # that read them, notebook_left_running's reach either side of the period included.
             reach = timedelta(hours=InsightsSettings.get().notebook_idle_hours)
+            copied = time.perf_counter()
             with compute.lines_shared(start=run.start, end=run.end, reach=reach):
+                seconds["shared_lines"] = round(time.perf_counter() - copied, 3)
                 summary = _recompute(
                     start=run.start, end=run.end, beat=lambda: _beat(holder, run, alias)
                 )
+        seconds["whole"] = round(time.perf_counter() - clock, 3)  # the commit included
+        summary["seconds"] = seconds
     except Exception as error:
         logger.exception("Findings recompute #%s failed", run.pk)
         RecomputeRun.objects.filter(pk=run.pk).update(

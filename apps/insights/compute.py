@@ -72,8 +72,8 @@ def is_narrowed() -> bool:
 # -- One read of the lines for a recompute --------------------------------------------------------
 
 # What the shared copy of the lines holds within lines_shared(): the window (low, high; None:
-# unbounded), the runs whose every line it holds, and whether those are all the failed runs with
-# a line in the window (a bounded window's copy). None outside it.
+# unbounded), the runs whose every line it holds, and the failed runs when it was made, of which
+# those are all that have a line in a bounded window (empty: unbounded). None outside it.
 _SHARED: ContextVar[tuple | None] = ContextVar("insights_lines_shared", default=None)
 SHARED_COLUMNS = tuple(column.column for column in RecomputeLine._meta.concrete_fields)
 
@@ -106,9 +106,9 @@ def lines_shared(
         Experiment.objects.filter(status=Experiment.Status.FAILED).values_list("pk", flat=True)
     )
     table, columns = RecomputeLine._meta.db_table, ", ".join(SHARED_COLUMNS)
-    of_window = low is not None and high is not None
+    of_window = frozenset(runs) if low is not None and high is not None else frozenset()
     with connection.cursor() as cursor:
-        if of_window and runs:
+        if of_window:
             # A period's recompute copies the whole lives of the failed runs with a line in it
             # only: the others add no hour to the period. All of them were 420,613 lines spread
             # over the 7 GB table at 10M (3.4 s, most of a recompute of an old month).
@@ -154,12 +154,15 @@ def shared_lines(window: tuple[datetime | None, datetime | None]) -> bool:
 
 def run_lines_table(runs, *, window=None) -> str:
     """The table holding every line of `runs` (failed runs), or with `window` every line of
-    those that have one in it: the shared copy where it has them all."""
+    those that have one in it: the shared copy where it has them all (a run failed since the
+    copy was made is not in it)."""
     shared = _SHARED.get()
     if shared is None:
         return CostLineItem._meta.db_table
     *_, held, of_window = shared
-    if held.issuperset(runs) or (window is not None and of_window and shared_lines(window)):
+    if held.issuperset(runs) or (
+        window is not None and of_window.issuperset(runs) and shared_lines(window)
+    ):
         return RecomputeLine._meta.db_table
     return CostLineItem._meta.db_table
 

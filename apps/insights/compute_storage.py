@@ -45,7 +45,7 @@ from apps.spend.templatetags.storage_units import binary_bytes_text
 
 from .compute import PLACES, DayPart, SubjectHours, day_start, is_narrowed
 from .compute_part3 import provider_key, run_key
-from .models import InsightsSettings, Kind, StorageEgressPrice
+from .models import Finding, InsightsSettings, Kind, StorageEgressPrice
 
 ZERO = Decimal(0)
 DAY_SECONDS = Decimal(86400)
@@ -254,11 +254,22 @@ def storage_of_finished_runs_hours(
     grace = timedelta(days=InsightsSettings.get().finished_run_storage_days)
     finished = Experiment.objects.filter(status__in=FINISHED, ended_at__isnull=False)
     if is_narrowed() and start is not None and end is not None:
-        # Only the runs with storage in the period: each subject reads its run's whole life.
+        # Only the runs with storage in the period, or with hours of a finding there (storage
+        # moved away from the run: its finding is refreshed, from its subject): each subject
+        # reads its run's whole life.
         finished = finished.filter(
-            pk__in=DailyStorageCost.objects.filter(STORAGE, day__gte=start, day__lt=end)
-            .exclude(experiment_id=None)
-            .values("experiment_id")
+            Q(
+                pk__in=DailyStorageCost.objects.filter(STORAGE, day__gte=start, day__lt=end)
+                .exclude(experiment_id=None)
+                .values("experiment_id")
+            )
+            | Q(
+                pk__in=Finding.objects.filter(
+                    kind=Kind.STORAGE_OF_FINISHED_RUNS,
+                    hours__hour__gte=day_start(start),
+                    hours__hour__lt=day_start(end),
+                ).values("experiment_id")
+            )
         )
     runs = {run.pk: run for run in finished if run.ended_at + grace <= day_start(last)}
     if not runs:

@@ -11,6 +11,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from apps.insights import services
 from apps.insights.models import (
@@ -21,6 +22,7 @@ from apps.insights.models import (
     Kind,
     RecomputeRun,
 )
+from tests.factories import DeploymentFactory
 
 from . import test_part3
 from .test_recompute_changes import crashed, crashed_cpu_costs
@@ -149,3 +151,32 @@ def test_the_summary_says_where_the_time_went_besides_the_kinds(part3):
     parts = seconds["index_summary"] + seconds["shared_lines"] + sum(kinds)
     rounding = 0.0005 * (len(kinds) + 3)  # each figure rounded to the millisecond
     assert seconds["whole"] + rounding >= parts
+
+
+def test_a_deployment_or_its_traffic_changed_makes_the_next_recompute_whole(part3):
+    """The inference levers read deployments, their resources and traffic, and the build-or-call
+    inputs, none of which announces changed days: a change there widens the next recompute."""
+    from apps.deployments.models import TrafficHour
+
+    def narrowed() -> bool:
+        run = services.findings_recompute(start=date(2024, 1, 1), end=date(2024, 2, 1))
+        return run.summary["narrowed"]
+
+    assert narrowed() is True
+    deployment = DeploymentFactory(project=part3["crashed"].project)
+    assert narrowed() is False
+    assert narrowed() is True
+    deployment.replicas = 3
+    deployment.save()
+    assert narrowed() is False
+    hour = TrafficHour.objects.create(
+        deployment=deployment,
+        hour=test_part3.at("2025-03-10 00:00"),
+        requests=10,
+        updated_at=timezone.now(),
+    )
+    assert narrowed() is False
+    assert narrowed() is True
+    hour.requests, hour.updated_at = 20, timezone.now()  # as the traffic's upsert writes it
+    hour.save()
+    assert narrowed() is False

@@ -562,3 +562,44 @@ def test_a_narrowed_recompute_reads_only_the_runs_with_storage_in_its_period(del
             "pk", "updated_at", "wasted", "reason", "evidence"
         )
     ) == (narrowed)
+
+
+def test_a_narrowed_recompute_refreshes_a_run_whose_storage_left_the_period(delivery, project):
+    """Its hours there are deleted and its finding refreshed from its subject (its reason and
+    evidence as a whole recompute gives them), though it has no storage in the period any more."""
+    run = ExperimentFactory(
+        project=project,
+        name="kept",
+        status=Experiment.Status.SUCCEEDED,
+        started_at=at("2025-01-01 00:00"),
+        ended_at=at("2025-01-10 00:00"),
+    )
+    for day in days("2025-02-01", 28):
+        stored(
+            delivery,
+            day,
+            100,
+            "1.00",
+            bucket="kept-ckpt",
+            data_class=DataClass.CHECKPOINTS,
+            project=project,
+            experiment=run,
+        )
+    findings_recompute()
+    reason = only(Kind.STORAGE_OF_FINISHED_RUNS).reason
+    assert reason.startswith("Run kept succeeded on 2025-01-10")
+    moved = DailyStorageCost.objects.filter(resource_id="kept-ckpt", day=date(2025, 2, 20))
+    assert moved.update(experiment=None) == 1  # re-attributed away from the run
+
+    summary = findings_recompute(start=date(2025, 2, 20), end=date(2025, 2, 21)).summary
+
+    assert summary["narrowed"] is True
+    counts = summary["kinds"][Kind.STORAGE_OF_FINISHED_RUNS]
+    assert (counts["subjects"], counts["hours_deleted"]) == (1, 24)
+    finding = only(Kind.STORAGE_OF_FINISHED_RUNS)
+    assert finding.wasted == {"USD": "27"}
+    assert finding.reason.startswith("Run kept succeeded on 2025-01-10")
+    narrowed = (finding.updated_at, finding.reason, finding.evidence)
+    findings_recompute()
+    finding.refresh_from_db()
+    assert (finding.updated_at, finding.reason, finding.evidence) == narrowed

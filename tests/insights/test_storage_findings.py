@@ -510,29 +510,43 @@ def test_without_a_catalogue_price_the_copy_is_priced_at_the_bills_own_rate(deli
     }
 
 
+def finished_with_checkpoints(delivery, project, name: str, *, ended: str, days_stored: int):
+    """A run that succeeded (started 1 January 2025), its checkpoints stored from 1 February at
+    100 GiB for USD 1.00 a day."""
+    run = ExperimentFactory(
+        project=project,
+        name=name,
+        status=Experiment.Status.SUCCEEDED,
+        started_at=at("2025-01-01 00:00"),
+        ended_at=at(ended),
+    )
+    for day in days("2025-02-01", days_stored):
+        stored(
+            delivery,
+            day,
+            100,
+            "1.00",
+            bucket=f"{name}-ckpt",
+            data_class=DataClass.CHECKPOINTS,
+            project=project,
+            experiment=run,
+        )
+    return run
+
+
+def finding_rows() -> list[tuple]:
+    return list(
+        Finding.objects.order_by("pk").values_list(
+            "pk", "updated_at", "wasted", "reason", "evidence"
+        )
+    )
+
+
 def test_a_narrowed_recompute_reads_only_the_runs_with_storage_in_its_period(delivery, project):
     """A recompute of changed days (services._narrowed) reads the finished runs with storage on
     those days only, each over its whole life, and leaves what a whole recompute gives."""
-    runs = {}
-    for name, ended, number in (("kept", "2025-01-10 00:00", 28), ("gone", "2025-01-05 00:00", 10)):
-        runs[name] = ExperimentFactory(
-            project=project,
-            name=name,
-            status=Experiment.Status.SUCCEEDED,
-            started_at=at("2025-01-01 00:00"),
-            ended_at=at(ended),
-        )
-        for day in days("2025-02-01", number):
-            stored(
-                delivery,
-                day,
-                100,
-                "1.00",
-                bucket=f"{name}-ckpt",
-                data_class=DataClass.CHECKPOINTS,
-                project=project,
-                experiment=runs[name],
-            )
+    finished_with_checkpoints(delivery, project, "kept", ended="2025-01-10 00:00", days_stored=28)
+    finished_with_checkpoints(delivery, project, "gone", ended="2025-01-05 00:00", days_stored=10)
     findings_recompute()
     findings = {
         f.experiment.name: f for f in Finding.objects.filter(kind=Kind.STORAGE_OF_FINISHED_RUNS)
@@ -551,40 +565,15 @@ def test_a_narrowed_recompute_reads_only_the_runs_with_storage_in_its_period(del
     kept, gone = (Finding.objects.get(pk=findings[name].pk) for name in ("kept", "gone"))
     assert kept.wasted == {"USD": "30"}
     assert (gone.wasted, gone.updated_at) == ({"USD": "10"}, findings["gone"].updated_at)
-    narrowed = list(
-        Finding.objects.order_by("pk").values_list(
-            "pk", "updated_at", "wasted", "reason", "evidence"
-        )
-    )
+    narrowed = finding_rows()
     findings_recompute()
-    assert list(
-        Finding.objects.order_by("pk").values_list(
-            "pk", "updated_at", "wasted", "reason", "evidence"
-        )
-    ) == (narrowed)
+    assert finding_rows() == narrowed
 
 
 def test_a_narrowed_recompute_refreshes_a_run_whose_storage_left_the_period(delivery, project):
     """Its hours there are deleted and its finding refreshed from its subject (its reason and
     evidence as a whole recompute gives them), though it has no storage in the period any more."""
-    run = ExperimentFactory(
-        project=project,
-        name="kept",
-        status=Experiment.Status.SUCCEEDED,
-        started_at=at("2025-01-01 00:00"),
-        ended_at=at("2025-01-10 00:00"),
-    )
-    for day in days("2025-02-01", 28):
-        stored(
-            delivery,
-            day,
-            100,
-            "1.00",
-            bucket="kept-ckpt",
-            data_class=DataClass.CHECKPOINTS,
-            project=project,
-            experiment=run,
-        )
+    finished_with_checkpoints(delivery, project, "kept", ended="2025-01-10 00:00", days_stored=28)
     findings_recompute()
     reason = only(Kind.STORAGE_OF_FINISHED_RUNS).reason
     assert reason.startswith("Run kept succeeded on 2025-01-10")
@@ -599,7 +588,6 @@ def test_a_narrowed_recompute_refreshes_a_run_whose_storage_left_the_period(deli
     finding = only(Kind.STORAGE_OF_FINISHED_RUNS)
     assert finding.wasted == {"USD": "27"}
     assert finding.reason.startswith("Run kept succeeded on 2025-01-10")
-    narrowed = (finding.updated_at, finding.reason, finding.evidence)
+    narrowed = finding_rows()
     findings_recompute()
-    finding.refresh_from_db()
-    assert (finding.updated_at, finding.reason, finding.evidence) == narrowed
+    assert finding_rows() == narrowed

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_DOWN, Decimal
+from typing import NamedTuple
 
 from django.db import connection
 from django.db.models import F, Q, QuerySet
@@ -71,10 +72,19 @@ def is_narrowed() -> bool:
 
 # -- One read of the lines for a recompute --------------------------------------------------------
 
-# What the shared copy of the lines holds within lines_shared(): the window (low, high; None:
-# unbounded), the runs whose every line it holds, and the failed runs when it was made, of which
-# those are all that have a line in a bounded window (empty: unbounded). None outside it.
-_SHARED: ContextVar[tuple | None] = ContextVar("insights_lines_shared", default=None)
+
+class SharedCopy(NamedTuple):
+    """What the shared copy of the lines holds within lines_shared()."""
+
+    low: datetime | None  # its window (None: unbounded)
+    high: datetime | None
+    runs: frozenset  # the failed runs whose every line it holds
+    # The failed runs when it was made, of which `runs` are all that have a line in its bounded
+    # window (empty when the window is unbounded: `runs` are then all of them).
+    failed_then: frozenset
+
+
+_SHARED: ContextVar[SharedCopy | None] = ContextVar("insights_lines_shared", default=None)
 SHARED_COLUMNS = tuple(column.column for column in RecomputeLine._meta.concrete_fields)
 
 
@@ -106,9 +116,9 @@ def lines_shared(
         Experiment.objects.filter(status=Experiment.Status.FAILED).values_list("pk", flat=True)
     )
     table, columns = RecomputeLine._meta.db_table, ", ".join(SHARED_COLUMNS)
-    of_window = frozenset(runs) if low is not None and high is not None else frozenset()
+    failed_then = frozenset(runs) if low is not None and high is not None else frozenset()
     with connection.cursor() as cursor:
-        if of_window:
+        if failed_then:
             # A period's recompute copies the whole lives of the failed runs with a line in it
             # only: the others add no hour to the period. All of them were 420,613 lines spread
             # over the 7 GB table at 10M (3.4 s, most of a recompute of an old month).
@@ -133,7 +143,7 @@ def lines_shared(
         )
         cursor.execute("SET LOCAL parallel_tuple_cost TO DEFAULT")
         cursor.execute(f"ANALYZE {table}")
-    token = _SHARED.set((low, high, frozenset(runs), of_window))
+    token = _SHARED.set(SharedCopy(low, high, frozenset(runs), failed_then))
     try:
         yield
     finally:
@@ -146,9 +156,9 @@ def shared_lines(window: tuple[datetime | None, datetime | None]) -> bool:
     shared = _SHARED.get()
     if shared is None:
         return False
-    (low, high), (shared_low, shared_high, *_runs) = window, shared
-    return (shared_low is None or (low is not None and low >= shared_low)) and (
-        shared_high is None or (high is not None and high <= shared_high)
+    low, high = window
+    return (shared.low is None or (low is not None and low >= shared.low)) and (
+        shared.high is None or (high is not None and high <= shared.high)
     )
 
 
@@ -159,9 +169,8 @@ def run_lines_table(runs, *, window=None) -> str:
     shared = _SHARED.get()
     if shared is None:
         return CostLineItem._meta.db_table
-    *_, held, of_window = shared
-    if held.issuperset(runs) or (
-        window is not None and of_window.issuperset(runs) and shared_lines(window)
+    if shared.runs.issuperset(runs) or (
+        window is not None and shared.failed_then.issuperset(runs) and shared_lines(window)
     ):
         return RecomputeLine._meta.db_table
     return CostLineItem._meta.db_table

@@ -3,11 +3,12 @@
 `celery_worker_process` starts `celery -A costsite worker --pool=solo` as a subprocess pointed at
 the PostgreSQL test database pytest-django created and at the Redis broker the tests' Celery app
 uses (run the tests with `CELERY_BROKER_URL=redis://127.0.0.1:6379/<your db>` to keep to a
-database of your own; its queues are purged first). It consumes every queue of the routing. It
-waits until the worker answers a ping, yields, then stops the worker, and prints the worker's log
-when the test failed. `celery_worker_factory` starts as many as a test needs, each when it asks
-(a second worker after the first was killed), with environment variables, a database and a
-broker of its own (the throwaway servers of tests/servers.py).
+database of your own; its queues, and the messages killed workers left unacknowledged there, are
+purged first). It consumes every queue of the routing. It waits until the worker answers a
+ping, yields, then stops the worker, and prints the worker's log when the test failed.
+`celery_worker_factory` starts as many as a test needs, each when it asks (a second worker after
+the first was killed), with environment variables, a database and a broker of its own (the
+throwaway servers of tests/servers.py).
 
 The test must be transactional (the fixture brings `transactional_db`): the worker is another
 process and sees only committed rows.
@@ -130,6 +131,19 @@ def _worker_stop(worker: WorkerProcess) -> None:
             process.wait(timeout=15)
 
 
+def broker_leftovers_purge(app, queues: list[str]) -> None:
+    """Drop what an earlier run left on the tests' broker: the messages on `queues`, and the
+    messages a worker took and never acknowledged (killed mid-task, as the fault tests do). A
+    worker that starts puts those back on their queues once they are older than the visibility
+    timeout (kombu's Redis transport), so a suite run an hour after another would see its worker
+    run the earlier run's tasks besides its own."""
+    with app.connection_for_write() as broker:
+        channel = broker.default_channel
+        for queue in queues:
+            channel.queue_purge(queue)
+        channel.client.delete(channel.unacked_key, channel.unacked_index_key)
+
+
 @pytest.fixture
 def celery_worker_factory(request, transactional_db, tmp_path):
     """Start Celery worker subprocesses on the test database: `start(env={...})` returns a
@@ -143,10 +157,7 @@ def celery_worker_factory(request, transactional_db, tmp_path):
     if connection.vendor != "postgresql":
         pytest.skip("the worker needs the PostgreSQL test database (another process shares it)")
     database_url = _database_url(connection.settings_dict)
-    # Messages an earlier, interrupted run may have left, on every queue a worker here consumes.
-    with app.connection_for_write() as broker:
-        for queue in [*settings.CELERY_TASK_QUEUES_BY_KIND, "celery"]:
-            broker.default_channel.queue_purge(queue)
+    broker_leftovers_purge(app, [*settings.CELERY_TASK_QUEUES_BY_KIND, "celery"])
     workers: list[WorkerProcess] = []
 
     def start(

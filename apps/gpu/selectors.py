@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
 from django.db.models import Case, CharField, Count, F, Max, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Coalesce, TruncDate
 from django.http import Http404
@@ -456,12 +458,15 @@ def fleet(
         for band in BANDS:
             if row[band]:
                 days.append(BandDay(day=row["day"], band=band, gpu_hours=row[band]))
-    # GPUs per model: distinct physical GPUs, which only the per-GPU rows can count.
+    # GPUs per model: distinct physical GPUs, which only the per-GPU rows can count. The GPUs
+    # with rows in the period first (one per GPU), then their models: joined first, every row
+    # of the period (50,000 over a year) would fetch its GPU.
     gpus = dict(
-        scope.rows.order_by()
-        .values("gpu__model_name")
-        .annotate(gpus=Count(Coalesce("gpu__parent_id", "gpu_id"), distinct=True))
-        .values_list("gpu__model_name", "gpus")
+        Gpu.objects.filter(pk__in=scope.rows.order_by().values("gpu_id"))
+        .values("model_name")
+        .annotate(gpus=Count(Coalesce("parent_id", "id"), distinct=True))
+        .values_list("model_name", "gpus")
+        .order_by()
     )
     models = [
         GroupUsage(
@@ -514,14 +519,27 @@ class GpuRow:
     usage: Usage
 
 
-# Sort key -> the ORDER BY of the GPU table (the GPU's own order breaks ties, then its id).
-GPU_SORTS = {
-    "gpu": ("gpu__host", "index", "gpu__mig_instance", "gpu__uuid"),
-    "model": ("gpu__model_name", "gpu__host", "index"),
-    "hours": ("total", "gpu__host"),
-    "util": ("util", "gpu__host"),
-    "idle": ("idle_ratio", "gpu__host"),
+# Sort key -> the ORDER BY of the GPU table, in terms of the ranking's columns (`_ranked_sql`:
+# `per_gpu` the period's sums per GPU, `gpu` the GPU): the GPU's own order breaks ties, then its id.
+GPU_SORT_COLUMNS = {
+    "host": "gpu.host",
+    "index": 'COALESCE(gpu."index", 0)',
+    "mig_instance": "gpu.mig_instance",
+    "uuid": "gpu.uuid",
+    "model": "gpu.model_name",
+    "total": "per_gpu.total",
+    "util": "COALESCE(per_gpu.weighted / NULLIF(per_gpu.total, 0), 0.0)",
+    "idle_ratio": "COALESCE(per_gpu.idle / NULLIF(per_gpu.total, 0), 0.0)",
+    "gpu_id": "per_gpu.gpu_id",
 }
+GPU_SORTS = {
+    "gpu": ("host", "index", "mig_instance", "uuid"),
+    "model": ("model", "host", "index"),
+    "hours": ("total", "host"),
+    "util": ("util", "host"),
+    "idle": ("idle_ratio", "host"),
+}
+GPU_TIES = ("host", "index", "uuid", "mig_instance", "gpu_id")
 GPUS_PER_PAGE = 50
 
 
@@ -530,6 +548,40 @@ class GpuPage(Window):
     """A page of the fleet's GPU table: its rows, and where they stand (costsite.paging)."""
 
     rows: list[GpuRow] = field(default_factory=list)
+
+
+def _ranked_sql(rows: QuerySet, *, sort: str) -> tuple[str, list]:
+    """One page of the period's sums per GPU of `rows` (GpuDay), sorted, each row with how many
+    GPUs there are; the page's size and number are the last two parameters, and a page past
+    the last is the last. The rows are summed per GPU first and only the sums are joined to
+    their GPUs: joined first, a year's 50,000 rows would each fetch their GPU and be sorted by
+    its columns before being added up."""
+    per_gpu, params = (
+        rows.order_by()
+        .values("gpu_id")
+        .annotate(total=Sum("gpu_hours"), weighted=Sum("weighted_util"), idle=Sum("idle_gpu_hours"))
+        .query.sql_with_params()
+    )
+    key = sort.removeprefix("-")
+    direction = " DESC" if sort.startswith("-") else ""
+    order = [GPU_SORT_COLUMNS[name] + direction for name in GPU_SORTS.get(key, GPU_SORTS["hours"])]
+    order += [GPU_SORT_COLUMNS[name] for name in GPU_TIES]
+    last = "(ranked.gpus + asked.size - 1) / asked.size"
+    shown = f"CASE WHEN asked.number < {last} THEN asked.number ELSE {last} END"
+    sql = f"""
+        WITH ranked AS (
+            SELECT per_gpu.gpu_id, per_gpu.total, per_gpu.weighted, per_gpu.idle,
+                   row_number() OVER (ORDER BY {", ".join(order)}) AS place,
+                   count(*) OVER () AS gpus
+            FROM ({per_gpu}) per_gpu
+            INNER JOIN {Gpu._meta.db_table} gpu ON gpu.id = per_gpu.gpu_id
+        ),
+        asked AS (SELECT %s AS size, %s AS number)
+        SELECT ranked.gpu_id, ranked.total, ranked.weighted, ranked.idle, ranked.gpus
+        FROM ranked, asked
+        WHERE ranked.place > asked.size * ({shown} - 1) AND ranked.place <= asked.size * {shown}
+        ORDER BY ranked.place"""
+    return sql, list(params)
 
 
 def fleet_gpus(
@@ -547,40 +599,27 @@ def fleet_gpus(
     sorted in the database by one of GPU_SORTS, `-` first for descending: the same queries for
     a fleet of ten GPUs or ten thousand."""
     scope = fleet_scope(user=user, start=start, end=end, team=team, project=project)
-    per_gpu = (
-        scope.rows.order_by()
-        .values("gpu_id")
-        .annotate(
-            total=Sum("gpu_hours"),
-            weighted=Sum("weighted_util"),
-            idle=Sum("idle_gpu_hours"),
-        )
-    )
-    place = page_window(count=per_gpu.count(), asked=page, per_page=per_page)
-    key = sort.removeprefix("-")
-    descending = sort.startswith("-")
-    # The sort key in the direction asked; ties in the GPUs' own order, as a stable sort keeps it.
-    order = [f"-{name}" if descending else name for name in GPU_SORTS.get(key, GPU_SORTS["hours"])]
-    order += ["gpu__host", "index", "gpu__uuid", "gpu__mig_instance", "gpu_id"]
-    ranked = per_gpu.annotate(
-        index=Coalesce("gpu__index", Value(0)),
-        util=Coalesce(F("weighted") / F("total"), Value(0.0)),
-        idle_ratio=Coalesce(F("idle") / F("total"), Value(0.0)),
-    ).order_by(*order)
-    totals = list(ranked[place.offset : place.stop])
-    gpus = Gpu.objects.select_related("parent").in_bulk([row["gpu_id"] for row in totals])
+    try:
+        sql, params = _ranked_sql(scope.rows, sort=sort)
+    except EmptyResultSet:  # a lead whose projects never used a GPU: no query to run
+        return GpuPage(rows=[], count=0, number=1, per_page=per_page)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, per_page, max(1, page)])
+        totals = cursor.fetchall()
+    place = page_window(count=totals[0][4] if totals else 0, asked=page, per_page=per_page)
+    gpus = Gpu.objects.select_related("parent").in_bulk([row[0] for row in totals])
     resolutions = gpu_resolutions(gpus=[gpu.parent or gpu for gpu in gpus.values()])
     rows = []
-    for row in totals:
-        gpu = gpus[row["gpu_id"]]
+    for gpu_id, total, weighted, idle, _ in totals:
+        gpu = gpus[gpu_id]
         rows.append(
             GpuRow(
                 gpu=gpu,
                 resolution=resolutions.get((gpu.parent or gpu).pk),
                 usage=Usage(
-                    gpu_hours=row["total"],
-                    util_mean=row["weighted"] / row["total"] if row["total"] else None,
-                    idle_gpu_hours=row["idle"] or 0.0,
+                    gpu_hours=total,
+                    util_mean=weighted / total if total else None,
+                    idle_gpu_hours=idle or 0.0,
                 ),
             )
         )

@@ -1,5 +1,5 @@
 import copy
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -94,11 +94,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "sort_query": keep,
         **fleet_charts(fleet=summary),
         "gpus": gpus,
-        "idle_dollars": idle_gpu_dollars(
-            user=request.user,
-            start=_utc_midnight(period.start or date(2000, 1, 1)),
-            end=_utc_midnight(period.end),
-        ),
+        "idle_dollars": idle_gpu_dollars(user=request.user, start=period.start, end=period.end),
         "idle_min_percent": InsightsSettings.get().idle_gpu_min_share_percent,
         "gpu_columns": _gpu_columns(sort, filters),
         "can_map": selectors.can_map_hosts(user=request.user),

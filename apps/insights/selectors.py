@@ -415,18 +415,20 @@ def _top_in_period(
     return [found[pk] for pk in ranked if pk in found]
 
 
-def idle_gpu_dollars(*, user, start: datetime, end: datetime) -> dict[str, Decimal]:
-    """What the idle GPU findings the user sees wasted in the hours `[start, end)`, per currency:
-    the GPU fleet page's idle dollars beside its idle GPU-hours."""
-    return {
-        row["currency"]: row["wasted"]
-        for row in FindingHour.objects.filter(
-            finding__in=findings_visible_to(user=user).filter(kind=Kind.IDLE_GPU),
-            hour__gte=start,
-            hour__lt=end,
-        )
+def idle_gpu_dollars(*, user, start: date | None, end: date) -> dict[str, Decimal]:
+    """What the idle GPU findings the user sees wasted in the UTC days `[start, end)` (`start`
+    None: since the first), per currency: the GPU fleet page's idle dollars beside its idle
+    GPU-hours. From the day rollup where the recompute keeps it (a year of hours is millions of
+    rows), cached while neither spend nor findings change."""
+    findings = findings_visible_to(user=user).filter(kind=Kind.IDLE_GPU)
+    rows = (
+        period_rows(findings, start=start, end=end)
         .values("currency")
         .annotate(wasted=Sum("wasted"))
         .order_by("currency")
+    )
+    return {
+        row["currency"]: row["wasted"]
+        for row in cached_findings("idle-gpu", rows, lambda: list(rows))
         if row["wasted"]
     }

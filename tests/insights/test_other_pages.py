@@ -39,6 +39,10 @@ def test_the_fleet_page_shows_the_idle_gpu_findings_dollars_beside_idle_gpu_hour
     assert "<strong>$18.25</strong>" in idle_dollars(get(staff, "/gpus/?preset=7d"))
 
 
+def test_the_idle_dollars_of_all_time_are_the_same_findings_dollars(found, staff):
+    assert "<strong>$18.25</strong>" in idle_dollars(get(staff, "/gpus/?preset=all"))
+
+
 def test_a_member_sees_the_idle_dollars_of_the_teams_projects_only(found, member):
     # i-u has no project: its finding is for staff and leads.
     assert "<strong>$8.25</strong>" in idle_dollars(get(member, "/gpus/?preset=7d"))

@@ -29,29 +29,38 @@ def fleet_bands_chart(*, fleet: Fleet) -> Chart:
     if monthly:
         days = sorted({day.replace(day=1) for day in days})
     labels = band_labels(threshold=fleet.threshold)
-    figure = go.Figure()
+    x = [day.isoformat() for day in days]
+    data = []
     for band in BANDS:
         hours: dict = {}
         for row in fleet.days:
             if row.band == band:
                 day = row.day.replace(day=1) if monthly else row.day
                 hours[day] = hours.get(day, 0.0) + row.gpu_hours
-        figure.add_bar(
-            name=labels[band],
-            x=days,
-            y=[round(hours.get(day, 0.0), 2) for day in days],
-            marker_color=BAND_COLOURS[band],
-            hovertemplate=("%{x|%b %Y}" if monthly else "%{x|%d %b}")
-            + ": %{y:,.1f} GPU-hours "
-            + labels[band].lower()
-            + "<extra></extra>",
+        data.append(
+            {
+                "type": "bar",
+                "name": labels[band],
+                "x": x,
+                "y": [round(hours.get(day, 0.0), 2) for day in days],
+                "marker": {"color": BAND_COLOURS[band]},
+                "hovertemplate": ("%{x|%b %Y}" if monthly else "%{x|%d %b}")
+                + ": %{y:,.1f} GPU-hours "
+                + labels[band].lower()
+                + "<extra></extra>",
+            }
         )
-    figure.update_layout(
-        barmode="stack",
-        height=340,
-        yaxis={"title": "GPU-hours", "rangemode": "tozero"},
-        xaxis={"type": "date", "tickformat": "%b %Y" if monthly else "%d %b"},
-    )
+    # A plain dict, not plotly's objects, which copy and validate every property (the spend
+    # charts' rule, apps/spend/charts.py): 20 ms of the fleet page's three charts.
+    figure = {
+        "data": data,
+        "layout": {
+            "barmode": "stack",
+            "height": 340,
+            "yaxis": {"title": {"text": "GPU-hours"}, "rangemode": "tozero"},
+            "xaxis": {"type": "date", "tickformat": "%b %Y" if monthly else "%d %b"},
+        },
+    }
     return chart_from_figure(
         id="fleet-bands",
         figure=figure,
@@ -67,23 +76,30 @@ def groups_bands_chart(*, id: str, groups: list[GroupUsage], threshold: float, l
         return chart_from_figure(id=id, figure=None, empty_message="No GPU-hours in this period.")
     labels = band_labels(threshold=threshold)
     names = [group.label for group in reversed(groups)]
-    figure = go.Figure()
-    for band in BANDS:
-        figure.add_bar(
-            name=labels[band],
-            y=names,
-            x=[round(group.usage.bands.get(band, 0.0), 2) for group in reversed(groups)],
-            orientation="h",
-            marker_color=BAND_COLOURS[band],
-            hovertemplate="%{y}: %{x:,.1f} GPU-hours " + labels[band].lower() + "<extra></extra>",
-        )
-    figure.update_layout(
-        barmode="stack",
-        height=120 + 32 * len(groups),
-        # No axis title: it would sit on the legend below; the section and hover say GPU-hours.
-        xaxis={"rangemode": "tozero"},
-        yaxis={"automargin": True},
-    )
+    data = [
+        {
+            "type": "bar",
+            "name": labels[band],
+            "y": names,
+            "x": [round(group.usage.bands.get(band, 0.0), 2) for group in reversed(groups)],
+            "orientation": "h",
+            "marker": {"color": BAND_COLOURS[band]},
+            "hovertemplate": "%{y}: %{x:,.1f} GPU-hours "
+            + labels[band].lower()
+            + "<extra></extra>",
+        }
+        for band in BANDS
+    ]
+    figure = {
+        "data": data,
+        "layout": {
+            "barmode": "stack",
+            "height": 120 + 32 * len(groups),
+            # No axis title: it would sit on the legend below; the section and hover say GPU-hours.
+            "xaxis": {"rangemode": "tozero"},
+            "yaxis": {"automargin": True},
+        },
+    }
     return chart_from_figure(id=id, figure=figure, label=label)
 
 

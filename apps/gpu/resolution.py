@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connection
-from django.db.models import F, Q, Value
+from django.db.models import F, Q, QuerySet, Value
 
 from apps.deployments.models import DeploymentResource
 from apps.experiments.models import ExperimentResource
@@ -53,12 +53,7 @@ def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolutio
         experiment_ids = experiment_ids.filter(naming)
         deployment_ids = deployment_ids.filter(naming)
     mappings = dict(mappings.values_list("host", "resource_id"))
-    registered: dict[str, str] = {}
-    for resource_id in set(experiment_ids.values_list("resource_id", flat=True)) | set(
-        deployment_ids.values_list("resource_id", flat=True)
-    ):
-        registered.setdefault(resource_id, resource_id)
-        registered.setdefault(_tail(resource_id), resource_id)
+    registered = _registered(experiment_ids, deployment_ids)
     resolved = {}
     for pk, host, label in rows:
         if label:
@@ -68,6 +63,26 @@ def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolutio
         elif host and host in registered:
             resolved[pk] = Resolution(registered[host], "registered")
     return resolved
+
+
+def _registered(experiment_ids: QuerySet, deployment_ids: QuerySet) -> dict[str, str]:
+    """The registered resource ids (of runs and deployments), and their tails, that a host may
+    be named by -> the resource id."""
+    registered: dict[str, str] = {}
+    for resource_id in set(experiment_ids.values_list("resource_id", flat=True)) | set(
+        deployment_ids.values_list("resource_id", flat=True)
+    ):
+        registered.setdefault(resource_id, resource_id)
+        registered.setdefault(_tail(resource_id), resource_id)
+    return registered
+
+
+def hosts_resolved(hosts: Iterable[str]) -> set[str]:
+    """Which of `hosts` map to a resource by a mapping or a registered resource id (the rules
+    of gpu_resolutions after a GPU's own label), in three queries whatever the fleet."""
+    mapped = set(HostMapping.objects.values_list("host", flat=True))
+    registered = _registered(ExperimentResource.objects.all(), DeploymentResource.objects.all())
+    return {host for host in hosts if host in mapped or (host and host in registered)}
 
 
 def _gpus_by_resource() -> dict[str, list[int]]:

@@ -38,6 +38,7 @@ from .resolution import (
     _tail,
     gpu_hours_by_owner,  # noqa: F401 (a selector of this module's: spend reads it from here)
     gpu_resolutions,
+    hosts_resolved,
 )
 
 # Utilisation bands of the fleet page: (key, upper bound in percent or None). The idle band's
@@ -782,42 +783,50 @@ class UnmappedHost:
 
 
 def unmapped_hosts(*, since: datetime) -> list[UnmappedHost]:
-    """Hosts none of whose GPUs resolves to a resource, with their GPU-hours from the UTC day of
-    `since` on, most GPU-hours first: the ones worth mapping first."""
-    resolved = gpu_resolutions()
-    physical = list(
-        Gpu.objects.filter(parent__isnull=True).values(
-            "pk", "host", "model_name", "last_seen_at", "workload"
-        )
+    """Hosts with GPUs that resolve to no resource, with their GPU-hours from the UTC day of
+    `since` on, most GPU-hours first: the ones worth mapping first. A GPU labelled with its
+    resource resolves whatever its host; the others resolve by their host, so the GPUs are read
+    grouped by host (a fleet's 10,000 GPUs on 2,000 hosts) and each host resolved once."""
+    unlabelled = (
+        Gpu.objects.filter(parent__isnull=True, resource_label="")
+        .values("host", "model_name", "workload")
+        .annotate(gpus=Count("pk"), last=Max("last_seen_at"))
+        .order_by()
     )
-    unmapped = [gpu for gpu in physical if gpu["pk"] not in resolved]
-    if not unmapped:
-        return []
-    # From the daily rollup (whole UTC days since `since`), for every GPU at once: a list of the
-    # unmapped GPUs' ids in the query grows with the fleet.
-    days_ensure()
-    hours_by_gpu = dict(
-        # An unmapped GPU is reached by no registration, so all its rows have no projects.
-        GpuDay.objects.filter(day__gte=since.astimezone(UTC).date(), projects="")
-        .annotate(physical=Coalesce("gpu__parent_id", "gpu_id"))
-        .values("physical")
-        .annotate(total=Sum("gpu_hours"))
-        .values_list("physical", "total")
-    )
+    groups = list(unlabelled)
+    resolved = hosts_resolved({row["host"] for row in groups})
     hosts: dict[str, list[dict]] = defaultdict(list)
-    for gpu in unmapped:
-        hosts[gpu["host"]].append(gpu)
+    for row in groups:
+        if row["host"] not in resolved:
+            hosts[row["host"]].append(row)
+    if not hosts:
+        return []
+    # From the daily rollup (whole UTC days since `since`), summed per host in the database. An
+    # unmapped GPU is reached by no registration, so all its rows have no projects; a MIG
+    # instance's rows count for its physical GPU, by that GPU's host and label.
+    days_ensure()
+    hours_by_host = dict(
+        GpuDay.objects.filter(day__gte=since.astimezone(UTC).date(), projects="")
+        .filter(
+            Q(gpu__parent__isnull=True, gpu__resource_label="") | Q(gpu__parent__resource_label="")
+        )
+        .annotate(physical_host=Coalesce("gpu__parent__host", "gpu__host"))
+        .values("physical_host")
+        .annotate(total=Sum("gpu_hours"))
+        .values_list("physical_host", "total")
+        .order_by()
+    )
     result = []
-    for host, gpus in hosts.items():
-        seen = [gpu["last_seen_at"] for gpu in gpus if gpu["last_seen_at"]]
+    for host, rows in hosts.items():
+        seen = [row["last"] for row in rows if row["last"]]
         result.append(
             UnmappedHost(
                 host=host,
-                gpus=len(gpus),
-                models=sorted({gpu["model_name"] for gpu in gpus if gpu["model_name"]}),
-                gpu_hours=sum(hours_by_gpu.get(gpu["pk"], 0.0) for gpu in gpus),
+                gpus=sum(row["gpus"] for row in rows),
+                models=sorted({row["model_name"] for row in rows if row["model_name"]}),
+                gpu_hours=hours_by_host.get(host, 0.0),
                 last_seen_at=max(seen) if seen else None,
-                workloads=sorted({gpu["workload"] for gpu in gpus if gpu["workload"]}),
+                workloads=sorted({row["workload"] for row in rows if row["workload"]}),
             )
         )
     result.sort(key=lambda item: (-item.gpu_hours, item.host))
@@ -836,7 +845,9 @@ def host_mapping_rows(*, user) -> list[MappingRow]:
     """Every mapping, with how many GPUs its host has and when one was last seen."""
     per_host = {
         row["host"]: row
-        for row in Gpu.objects.filter(parent__isnull=True)
+        for row in Gpu.objects.filter(
+            parent__isnull=True, host__in=HostMapping.objects.values("host")
+        )
         .values("host")
         .annotate(gpus=Count("pk"), last=Max("last_seen_at"))
     }

@@ -100,6 +100,34 @@ def test_unmapped_hosts_are_listed_with_their_gpu_hours(gpu_fleet):
     assert hosts[0].last_seen_at == at("2026-07-14 13:00")
 
 
+def test_an_unmapped_host_counts_its_unlabelled_gpus_and_mig_instances_as_their_gpu(
+    gpu_fleet, load
+):
+    load(
+        # A MIG GPU on a host nobody mapped: its instances' hours are its hours.
+        'DCGM_FI_PROF_GR_ENGINE_ACTIVE{UUID="GPU-m",gpu="0",GPU_I_ID="1",GPU_I_PROFILE="3g.40gb",'
+        'modelName="NVIDIA H100 80GB HBM3",Hostname="mig-free"} 0.5\n'
+        'DCGM_FI_PROF_GR_ENGINE_ACTIVE{UUID="GPU-m",gpu="0",GPU_I_ID="2",GPU_I_PROFILE="1g.10gb",'
+        'modelName="NVIDIA H100 80GB HBM3",Hostname="mig-free"} 0.05\n'
+        # A labelled GPU on the unmapped host: its label joins it to the bill.
+        'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-x2",gpu="1",modelName="NVIDIA L4",'
+        'Hostname="mystery-box",instance_id="i-0eee"} 30\n'
+        # A host named by the tail of the ARN deployment `serve` registered.
+        'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-t1",gpu="0",modelName="NVIDIA L4",Hostname="i-0ddd"} 30\n',
+        "dcgm",
+        taken_at=at("2026-07-14 10:00"),
+    )
+
+    hosts = selectors.unmapped_hosts(since=at("2026-07-14 00:00"))
+
+    assert [(host.host, host.gpus, host.models) for host in hosts] == [
+        ("mystery-box", 1, []),
+        ("mig-free", 1, ["NVIDIA H100 80GB HBM3"]),
+    ]
+    assert hosts[0].gpu_hours == 3.0
+    assert hosts[1].gpu_hours == pytest.approx(4 / 7)
+
+
 def test_the_fleet_counts_gpu_hours_by_band_per_day_model_and_project(gpu_fleet, staff):
     summary = selectors.fleet(user=staff, start=at("2026-07-14 00:00"), end=at("2026-07-15 00:00"))
 

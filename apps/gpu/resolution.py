@@ -5,6 +5,7 @@ and deployments in one query (`gpu_hours_by_owner`, what the spend pages' lists 
 apps/gpu/selectors.py re-exports both; the rules are in its docstring.
 """
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -44,11 +45,13 @@ def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolutio
     if gpus is not None:
         # A few GPUs (a page of the fleet's table, one GPU's page): only the mappings of their
         # hosts and the registered ids that could name one (the host itself, or an ARN ending
-        # in it), not every registration of the organisation.
-        hosts = {host for _, host, _ in rows if host}
+        # in it), not every registration of the organisation. One pattern for them all: a
+        # `LIKE '%host%'` per host took 12-21 ms for a page of 50 over 2,000 registrations.
+        hosts = {host for _, host, label in rows if host and not label}
         naming = Q(pk__in=[])
-        for host in hosts:
-            naming |= Q(resource_id__contains=host)
+        if hosts:
+            names = "|".join(re.escape(host) for host in sorted(hosts))
+            naming = Q(resource_id__regex=f"(^|/)({names})/*$")
         mappings = mappings.filter(host__in=hosts)
         experiment_ids = experiment_ids.filter(naming)
         deployment_ids = deployment_ids.filter(naming)

@@ -128,6 +128,28 @@ def test_an_unmapped_host_counts_its_unlabelled_gpus_and_mig_instances_as_their_
     assert hosts[1].gpu_hours == pytest.approx(4 / 7)
 
 
+def test_a_few_gpus_resolve_by_a_registered_id_or_its_tail_and_nothing_that_merely_holds_it(
+    gpu_fleet, load
+):
+    load(
+        "".join(
+            f'DCGM_FI_DEV_GPU_UTIL{{UUID="GPU-{host}",gpu="0",Hostname="{host}"}} 30\n'
+            for host in ("i-0ddd", "i-0aaa", "i-0ddd-2", "xi-0aaa", "i.0aaa")
+        ),
+        "dcgm",
+        taken_at=at("2026-07-14 10:00"),
+    )
+    gpus = list(Gpu.objects.filter(uuid__in=[f"GPU-{host}" for host in ("i-0ddd", "i-0aaa")]))
+    gpus += list(Gpu.objects.filter(uuid__in=["GPU-i-0ddd-2", "GPU-xi-0aaa", "GPU-i.0aaa"]))
+
+    resolved = selectors.gpu_resolutions(gpus=gpus)
+
+    assert {Gpu.objects.get(pk=pk).host: resolution for pk, resolution in resolved.items()} == {
+        "i-0ddd": selectors.Resolution("arn:aws:ec2:us-east-1:1:instance/i-0ddd", "registered"),
+        "i-0aaa": selectors.Resolution("i-0aaa", "registered"),
+    }
+
+
 def test_the_fleet_counts_gpu_hours_by_band_per_day_model_and_project(gpu_fleet, staff):
     summary = selectors.fleet(user=staff, start=at("2026-07-14 00:00"), end=at("2026-07-15 00:00"))
 

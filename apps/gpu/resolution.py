@@ -5,14 +5,14 @@ and deployments in one query (`gpu_hours_by_owner`, what the spend pages' lists 
 apps/gpu/selectors.py re-exports both; the rules are in its docstring.
 """
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connection
-from django.db.models import F, Q, QuerySet, Value
+from django.db.models import Case, F, Q, QuerySet, Value, When
+from django.db.models.functions import Left, Reverse, StrIndex
 
 from apps.deployments.models import DeploymentResource
 from apps.experiments.models import ExperimentResource
@@ -45,13 +45,13 @@ def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolutio
     if gpus is not None:
         # A few GPUs (a page of the fleet's table, one GPU's page): only the mappings of their
         # hosts and the registered ids that could name one (the host itself, or an ARN ending
-        # in it), not every registration of the organisation. One pattern for them all: a
-        # `LIKE '%host%'` per host took 12-21 ms for a page of 50 over 2,000 registrations.
+        # in it), not every registration of the organisation. Each id's tail is cut in the
+        # database and compared with the hosts at once: a `LIKE '%host%'` per host took 14-19
+        # ms for a page of 50 over 2,000 registrations, one regular expression of them 45-68.
         hosts = {host for _, host, label in rows if host and not label}
-        naming = Q(pk__in=[])
-        if hosts:
-            names = "|".join(re.escape(host) for host in sorted(hosts))
-            naming = Q(resource_id__regex=f"(^|/)({names})/*$")
+        naming = Q(tail__in=hosts) | Q(resource_id__in=hosts) | Q(resource_id__endswith="/")
+        experiment_ids = _with_tail(experiment_ids)
+        deployment_ids = _with_tail(deployment_ids)
         mappings = mappings.filter(host__in=hosts)
         experiment_ids = experiment_ids.filter(naming)
         deployment_ids = deployment_ids.filter(naming)
@@ -66,6 +66,20 @@ def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolutio
         elif host and host in registered:
             resolved[pk] = Resolution(registered[host], "registered")
     return resolved
+
+
+def _with_tail(registrations: QuerySet) -> QuerySet:
+    """`registrations` with `tail`: their resource id after its last `/` (the whole id when it
+    has none), `_tail` in SQL. An id ending in `/` keeps an empty tail; callers take those in
+    whole and `_tail` them in Python."""
+    backwards = Reverse("resource_id")
+    slash = StrIndex(backwards, Value("/"))
+    return registrations.annotate(
+        tail=Case(
+            When(Q(resource_id__contains="/"), then=Reverse(Left(backwards, slash - 1))),
+            default=F("resource_id"),
+        )
+    )
 
 
 def _registered(experiment_ids: QuerySet, deployment_ids: QuerySet) -> dict[str, str]:

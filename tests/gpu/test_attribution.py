@@ -131,15 +131,16 @@ def test_an_unmapped_host_counts_its_unlabelled_gpus_and_mig_instances_as_their_
 def test_a_few_gpus_resolve_by_a_registered_id_or_its_tail_and_nothing_that_merely_holds_it(
     gpu_fleet, load
 ):
+    ExperimentResourceFactory(experiment=gpu_fleet["train"], resource_id="instance/i-0fff/")
     load(
         "".join(
             f'DCGM_FI_DEV_GPU_UTIL{{UUID="GPU-{host}",gpu="0",Hostname="{host}"}} 30\n'
-            for host in ("i-0ddd", "i-0aaa", "i-0ddd-2", "xi-0aaa", "i.0aaa")
+            for host in ("i-0ddd", "i-0aaa", "i-0fff", "i-0ddd-2", "xi-0aaa", "i.0aaa")
         ),
         "dcgm",
         taken_at=at("2026-07-14 10:00"),
     )
-    gpus = list(Gpu.objects.filter(uuid__in=[f"GPU-{host}" for host in ("i-0ddd", "i-0aaa")]))
+    gpus = list(Gpu.objects.filter(uuid__in=["GPU-i-0ddd", "GPU-i-0aaa", "GPU-i-0fff"]))
     gpus += list(Gpu.objects.filter(uuid__in=["GPU-i-0ddd-2", "GPU-xi-0aaa", "GPU-i.0aaa"]))
 
     resolved = selectors.gpu_resolutions(gpus=gpus)
@@ -147,6 +148,7 @@ def test_a_few_gpus_resolve_by_a_registered_id_or_its_tail_and_nothing_that_mere
     assert {Gpu.objects.get(pk=pk).host: resolution for pk, resolution in resolved.items()} == {
         "i-0ddd": selectors.Resolution("arn:aws:ec2:us-east-1:1:instance/i-0ddd", "registered"),
         "i-0aaa": selectors.Resolution("i-0aaa", "registered"),
+        "i-0fff": selectors.Resolution("instance/i-0fff/", "registered"),
     }
 
 

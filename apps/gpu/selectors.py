@@ -448,11 +448,14 @@ def fleet(
     end: date | datetime,
     team=None,
     project: Project | None = None,
+    scope: FleetScope | None = None,
 ) -> Fleet:
     """The fleet page's figures for the UTC days [start, end), from the daily rollup: GPU-hours
-    per day and band, per GPU model and per project, in a constant number of queries."""
+    per day and band, per GPU model and per project, in a constant number of queries.
+    `scope`: what fleet_scope found for the same arguments, when the caller has it."""
     threshold = float(Organization.get().idle_threshold_percent)
-    scope = fleet_scope(user=user, start=start, end=end, team=team, project=project)
+    if scope is None:
+        scope = fleet_scope(user=user, start=start, end=end, team=team, project=project)
     rows = scope.model_rows.order_by()
     days = []
     for row in rows.values("day").annotate(**USAGE_SUMS).order_by("day"):
@@ -595,11 +598,13 @@ def fleet_gpus(
     team=None,
     project: Project | None = None,
     per_page: int = GPUS_PER_PAGE,
+    scope: FleetScope | None = None,
 ) -> GpuPage:
     """One page of the GPUs with counted hours in the period (MIG instances as themselves),
     sorted in the database by one of GPU_SORTS, `-` first for descending: the same queries for
-    a fleet of ten GPUs or ten thousand."""
-    scope = fleet_scope(user=user, start=start, end=end, team=team, project=project)
+    a fleet of ten GPUs or ten thousand. `scope`: as for `fleet`."""
+    if scope is None:
+        scope = fleet_scope(user=user, start=start, end=end, team=team, project=project)
     try:
         sql, params = _ranked_sql(scope.rows, sort=sort)
     except EmptyResultSet:  # a lead whose projects never used a GPU: no query to run

@@ -81,8 +81,10 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "team": filters.team,
         "project": filters.project,
     }
-    summary = selectors.fleet(**scope)
-    gpus = selectors.fleet_gpus(**scope, sort=sort, page=page_asked(request.GET))
+    # The rows the user sees, found once for the summary and the table.
+    rows = selectors.fleet_scope(**scope)
+    summary = selectors.fleet(**scope, scope=rows)
+    gpus = selectors.fleet_gpus(**scope, sort=sort, page=page_asked(request.GET), scope=rows)
     # The sort and the page travel with the filters; a new filter starts at the first page.
     keep = filters.query(sort="" if sort == DEFAULT_SORT else sort)
     context = {

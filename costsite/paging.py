@@ -5,11 +5,15 @@ from dataclasses import dataclass
 
 from django.http import QueryDict
 
+# More pages than any list has, and a number every database takes as a parameter: a page past
+# the last shows the last, and `?page=99999999999999999999` would overflow SQLite's integers.
+LAST_PAGE_ASKED = 2**31 - 1
+
 
 def page_asked(params: QueryDict) -> int:
     """The page a URL asks for (`?page=N`); 1 when it asks for none or for nonsense."""
     try:
-        return max(1, int(params.get("page", 1)))
+        return min(max(1, int(params.get("page", 1))), LAST_PAGE_ASKED)
     except ValueError:
         return 1
 

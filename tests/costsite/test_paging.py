@@ -5,6 +5,10 @@ from django.http import QueryDict
 from costsite.paging import page_asked, page_window
 
 
+def test_a_page_asked_past_any_list_is_a_number_every_database_takes():
+    assert page_asked(QueryDict("page=99999999999999999999")) == 2**31 - 1
+
+
 def test_the_page_asked_is_a_positive_number_or_the_first():
     assert [page_asked(QueryDict(q)) for q in ("", "page=3", "page=0", "page=-2", "page=x")] == [
         1,

@@ -112,6 +112,8 @@ def test_a_page_of_the_gpu_table_is_fifty_gpus_sorted_in_the_database(gpu_fleet,
     assert (first.count, first.pages, len(first.rows), len(last.rows)) == (245, 5, 50, 45)
     past = selectors.fleet_gpus(user=staff, start=start, end=end, sort="gpu", page=9)
     assert (past.count, past.number, past.rows) == (245, 5, last.rows)
+    far = selectors.fleet_gpus(user=staff, start=start, end=end, sort="gpu", page=2**31 - 1)
+    assert (far.number, far.rows) == (5, last.rows)
     assert [str(row.gpu) for row in first.rows[:3]] == ["bulk-0-0 #0", "bulk-0-0 #1", "bulk-0-0 #2"]
     hosts = [row.gpu.host for row in last.rows[-5:]]
     assert hosts == ["gpu-node-9", "i-0aaa", "i-0aaa", "ip-10-0-0-7", "mystery-box"]

@@ -110,6 +110,10 @@ class _GpuResolver:
     def __init__(self):
         self.ids: dict[tuple[str, str], int] = {}
         self.parents: dict[int, int] = {}
+        # The stored GPUs of each host met, read at once when the host is first met: a host's
+        # eight GPUs (and their MIG instances) cost one query, not one each.
+        self.hosts_read: set[str] = set()
+        self.stored: dict[tuple[str, str], Gpu] = {}
         self.seen: dict[int, list[int]] = {}  # gpu id -> [first hour, last hour] this import
         # A GPU appeared, or one's host, label, parent or model changed: how GPUs join the bill
         # (or group) moved, so the whole daily rollup is out of date, not only the days written.
@@ -133,11 +137,13 @@ class _GpuResolver:
         values = {name: getattr(info, name) for name in self.FIELDS}
         if info.mig_instance:
             values["share"] = mig_share(profile=info.mig_profile, model_name=info.model_name)
-        gpu, created = Gpu.objects.get_or_create(
-            uuid=info.uuid,
-            mig_instance=info.mig_instance,
-            defaults={**values, "parent_id": parent_id},
-        )
+        gpu, created = self._stored(info), False
+        if gpu is None:  # new, or last seen on another host
+            gpu, created = Gpu.objects.get_or_create(
+                uuid=info.uuid,
+                mig_instance=info.mig_instance,
+                defaults={**values, "parent_id": parent_id},
+            )
         if created:
             self.joins_changed = True
         if not created:
@@ -158,6 +164,13 @@ class _GpuResolver:
         self.ids[key] = gpu.pk
         self.parents[gpu.pk] = parent_id or gpu.pk
         return gpu.pk
+
+    def _stored(self, info: GpuInfo) -> Gpu | None:
+        if info.host and info.host not in self.hosts_read:
+            self.hosts_read.add(info.host)
+            for gpu in Gpu.objects.filter(host=info.host):
+                self.stored[(gpu.uuid, gpu.mig_instance)] = gpu
+        return self.stored.pop((info.uuid, info.mig_instance), None)
 
     def physical(self, gpu_id: int) -> int:
         return self.parents.get(gpu_id, gpu_id)

@@ -1,10 +1,15 @@
-"""Prometheus query_range responses: streamed, NaN and Inf as missing, errors that say where."""
+"""Prometheus query_range responses: read whole or streamed, NaN and Inf as missing, errors that
+say where.
+
+Every test runs twice: with the response read whole and decoded by msgspec (what a response up to
+WHOLE_LIMIT gets), and streamed by ijson (a larger one), so both say the same.
+"""
 
 import json
 
 import pytest
 
-from apps.gpu.formats import GpuMetricsError
+from apps.gpu.formats import GpuMetricsError, prometheus
 from apps.gpu.models import Gpu, GpuHour
 
 from .helpers import at, hour_values
@@ -39,6 +44,35 @@ def response(*series: tuple[dict, list]) -> str:
 
 def points(*pairs: tuple[int, str]) -> list:
     return [[T10 + offset, value] for offset, value in pairs]
+
+
+@pytest.fixture(autouse=True, params=["whole", "streamed"])
+def read_as(request, monkeypatch) -> str:
+    if request.param == "streamed":
+        monkeypatch.setattr(prometheus, "WHOLE_LIMIT", 0)
+    return request.param
+
+
+def test_a_response_at_the_limit_is_read_whole_and_one_byte_past_it_streamed(load, monkeypatch):
+    text = response(
+        (labels("DCGM_FI_DEV_GPU_UTIL"), points((0, "20"), (900, "40"), (1800, "NaN"))),
+        (labels("DCGM_FI_DEV_FB_USED"), points((0, "1024"), (900, "2048"))),
+    )
+    decoded = []
+    whole_series = prometheus._whole_series
+    monkeypatch.setattr(
+        prometheus, "_whole_series", lambda data: decoded.append(len(data)) or whole_series(data)
+    )
+    seen = []
+    for limit in (len(text), len(text) - 1):
+        monkeypatch.setattr(prometheus, "WHOLE_LIMIT", limit)
+        GpuHour.objects.all().delete()
+        outcome = load(text, "prometheus-json", name="pull.json")
+        row = hour_values("GPU-p1", "2026-07-14 10:00")
+        seen.append((outcome.samples, row["samples"], row["util_mean"], row["memory_used_max_mib"]))
+
+    assert decoded == [len(text)]  # once, at the limit; the larger response was streamed
+    assert seen == [(2, 2, 30.0, 2048.0), (2, 2, 30.0, 2048.0)]  # the NaN moment has no reading
 
 
 def test_a_response_rolls_up_each_series_into_its_gpus_hours(load):

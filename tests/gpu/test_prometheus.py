@@ -8,6 +8,8 @@ WHOLE_LIMIT gets), and streamed by ijson (a larger one), so both say the same.
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.gpu.formats import GpuMetricsError, prometheus
 from apps.gpu.models import Gpu, GpuHour
@@ -242,3 +244,24 @@ def test_a_series_without_hostname_is_on_the_host_of_its_scrape_target(load):
     load(response((meta, points((0, "1")))), "prometheus-json")
 
     assert Gpu.objects.get().host == "10.0.0.7"
+
+
+def test_the_stored_gpus_of_a_host_are_read_in_one_query(load):
+    text = response(
+        *(
+            (labels("DCGM_FI_DEV_GPU_UTIL", uuid=f"GPU-h{n}", gpu=str(n)), points((0, "50")))
+            for n in range(4)
+        ),
+        (labels("DCGM_FI_DEV_GPU_UTIL", uuid="GPU-elsewhere", Hostname="node-q"), points((0, "5"))),
+    )
+    load(text, "prometheus-json", name="first.json")
+
+    with CaptureQueriesContext(connection) as queries:
+        outcome = load(text.replace(f"{T10}", f"{T10 + 3600}"), "prometheus-json")
+
+    sql = [query["sql"] for query in queries]
+    by_host = [text for text in sql if 'FROM "gpu_gpu" WHERE "gpu_gpu"."host" =' in text]
+    one_by_one = [text for text in sql if '"gpu_gpu"."uuid" =' in text]
+    assert outcome.gpus == 5
+    assert (len(by_host), one_by_one) == (2, [])  # node-p's four GPUs at once, node-q's one
+    assert Gpu.objects.filter(host="node-p").count() == 4

@@ -6,12 +6,13 @@ WHOLE_LIMIT gets), and streamed by ijson (a larger one), so both say the same.
 """
 
 import json
+import tempfile
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from apps.gpu.formats import GpuMetricsError, prometheus
+from apps.gpu.formats import GpuMetricsError, ParseContext, prometheus
 from apps.gpu.models import Gpu, GpuHour
 
 from .helpers import at, hour_values
@@ -265,3 +266,48 @@ def test_the_stored_gpus_of_a_host_are_read_in_one_query(load):
     assert outcome.gpus == 5
     assert (len(by_host), one_by_one) == (2, [])  # node-p's four GPUs at once, node-q's one
     assert Gpu.objects.filter(host="node-p").count() == 4
+
+
+@pytest.mark.parametrize(
+    ("placeholder", "bad", "expected"),
+    [
+        (b'"GPU-BAD"', b'"GPU-\xff"', "lexical error: invalid bytes in UTF8 string."),
+        (
+            b"1234567890",
+            b"1e400",
+            "not valid JSON (parse error: numeric (floating point) overflow).",
+        ),
+        (b"1234567890", b"9" * 400, "not valid JSON (parse error: integer overflow)."),
+    ],
+    ids=["invalid UTF-8 in a label", "a time past any double", "a time of 400 digits"],
+)
+def test_bytes_or_numbers_no_parser_takes_in_a_later_series_say_where_they_are(
+    load, placeholder, bad, expected
+):
+    text = response(
+        (labels("DCGM_FI_DEV_GPU_UTIL"), points((0, "20"))),
+        (labels("DCGM_FI_DEV_GPU_UTIL", uuid="GPU-BAD"), [[1234567890, "1"]]),
+    ).encode()
+
+    with pytest.raises(GpuMetricsError) as error:
+        load(text.replace(placeholder, bad), "prometheus-json", name="pull.json")
+
+    message = str(error.value)
+    assert "pull.json: near byte " in message
+    assert expected in message
+    assert not GpuHour.objects.exists()
+
+
+def test_a_pulled_response_spooled_in_memory_is_read_whole_without_going_to_disk():
+    text = response((labels("DCGM_FI_DEV_GPU_UTIL"), points((0, "20"), (900, "40"))))
+    with tempfile.SpooledTemporaryFile(max_size=1 << 20) as spool:  # as a pull spools its answer
+        spool.write(text.encode())
+        spool.seek(0)
+
+        context = ParseContext(name="pull", gpu_id=lambda _: 7)
+        batches = [
+            (b.gpu.tolist(), b.ts.tolist()) for b in prometheus.parse(spool, context=context)
+        ]
+
+        assert batches == [([7, 7], [T10, T10 + 900])]
+        assert not spool._rolled  # asking it for a file descriptor would have written it out

@@ -11,7 +11,6 @@ strings so that "NaN" and "±Inf" can be sent; both are missing values here.
 import gc
 import io
 import json
-import os
 from collections.abc import Iterator
 
 import ijson
@@ -67,7 +66,7 @@ class _Counting(io.RawIOBase):
     """The head already read, then the rest of the stream (an HTTP response cannot seek back),
     counting the bytes the parser has taken so that an error can say roughly where it was."""
 
-    def __init__(self, head: bytes | bytearray, rest):
+    def __init__(self, head: bytes, rest):
         self.head = memoryview(head)
         self.rest = rest
         self.position = 0
@@ -76,9 +75,11 @@ class _Counting(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
-        if self.position < len(self.head):
-            size = min(len(buffer), len(self.head) - self.position)
-            buffer[:size] = self.head[self.position : self.position + size]
+        if self.head:
+            size = min(len(buffer), len(self.head))
+            buffer[:size] = self.head[:size]
+            # A memoryview's slice copies nothing; the head is let go once it is read.
+            self.head = self.head[size:] if size < len(self.head) else memoryview(b"")
         else:
             data = self.rest.read(len(buffer))
             size = len(data)
@@ -87,20 +88,22 @@ class _Counting(io.RawIOBase):
         return size
 
 
-def _read_up_to(stream, head: bytes, limit: int) -> tuple[bytearray, bool]:
+def _read_up_to(stream, head: bytes, limit: int) -> tuple[bytes, bool]:
     """`head` and what follows it in `stream`, until the end or past `limit` bytes; and whether
-    the end was reached. A file's rest is read in one piece, into a buffer of its size."""
-    try:
-        size = os.fstat(stream.fileno()).st_size - stream.tell()
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        size = 1 << 20  # a stream of unknown length: a block at a time
-    data = bytearray(head)
-    while len(data) <= limit:
-        block = stream.read(max(1 << 20, min(size, limit + 1 - len(data))))
+    the end was reached. A file's rest is read in one piece."""
+    size = 1 << 20  # a stream of unknown length: a block at a time
+    if stream.seekable():  # not fileno(): it would write an in-memory spool out to disk
+        here = stream.tell()
+        size = max(size, stream.seek(0, io.SEEK_END) - here)
+        stream.seek(here)
+    blocks, length = [head], len(head)
+    while length <= limit:
+        block = stream.read(min(size, limit + 1 - length))
         if not block:
-            return data, True
-        data += block
-    return data, False
+            return b"".join(blocks), True
+        blocks.append(block)
+        length += len(block)
+    return b"".join(blocks), False
 
 
 def _head(stream, name: str) -> tuple[bytes, dict]:
@@ -186,10 +189,23 @@ def parse(stream, *, context: ParseContext) -> Iterator[MetricBatch]:
             if series is None:  # not what msgspec expects: the stream parser says what is wrong
                 yield from _streamed(io.BytesIO(data), b"", context, gpu_ids)
                 return
-            for number, item in enumerate(series, start=1):
-                batch = _series_batch(item, number, context, gpu_ids)
-                if batch is not None:
-                    yield batch
+            number = 0
+            try:
+                for number, item in enumerate(series, start=1):
+                    batch = _series_batch(item, number, context, gpu_ids)
+                    if batch is not None:
+                        yield batch
+            except (_NotJson, OverflowError) as exc:
+                # Bytes or numbers in a series that msgspec refuses (invalid UTF-8, 1e400) or
+                # takes as no float can hold (an integer of 400 digits): the stream parser,
+                # which refuses both, reads it all again (yielding nothing more: the import
+                # fails) to say where and what, as it would have.
+                for _ in _streamed(io.BytesIO(data), b"", context, gpu_ids):
+                    pass
+                raise GpuMetricsError(
+                    f"{context.name}: series {number + 1}: not valid JSON "
+                    f"({getattr(exc, 'reason', exc)})."
+                ) from None
         else:
             yield from _streamed(stream, data, context, gpu_ids)
     finally:
@@ -197,11 +213,17 @@ def parse(stream, *, context: ParseContext) -> Iterator[MetricBatch]:
             gc.enable()
 
 
-def _whole_series(whole: bytearray) -> Iterator[dict] | None:
-    """The series of a response held whole, or None where it is not valid JSON of that shape."""
+class _NotJson(Exception):
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def _whole_series(whole: bytes) -> Iterator[dict] | None:
+    """The series of a response held whole, or None where it is not valid JSON of that shape.
+    Only the series are read: what lies beside them (warnings, infos) is skipped unread."""
     try:
         raws = _decode_response(whole).data.result
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except msgspec.DecodeError:  # ValidationError is one
         return None
     return (_one_series(raw) for raw in raws)
 
@@ -210,13 +232,16 @@ def _one_series(raw: msgspec.Raw) -> dict:
     try:
         series = _decode_series(raw)
     except msgspec.ValidationError:
-        return msgspec.json.decode(raw)  # valid JSON (checked whole): judged as it is
+        try:
+            return msgspec.json.decode(raw)  # not the shape expected: judged as it is
+        except (msgspec.DecodeError, OverflowError) as exc:
+            raise _NotJson(str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise _NotJson(str(exc)) from None
     return {"metric": series.metric, "values": series.values}
 
 
-def _streamed(
-    stream, head: bytes | bytearray, context: ParseContext, gpu_ids: dict
-) -> Iterator[MetricBatch]:
+def _streamed(stream, head: bytes, context: ParseContext, gpu_ids: dict) -> Iterator[MetricBatch]:
     """The series of `head` and then the rest of `stream`, parsed as they arrive."""
     counting = _Counting(head, stream)
     reader = io.BufferedReader(counting, buffer_size=1 << 20)

@@ -311,3 +311,20 @@ def test_a_pulled_response_spooled_in_memory_is_read_whole_without_going_to_disk
 
         assert batches == [([7, 7], [T10, T10 + 900])]
         assert not spool._rolled  # asking it for a file descriptor would have written it out
+
+
+def test_a_gpu_seen_on_another_host_is_the_same_gpu_moved_there(load):
+    load(response((labels("DCGM_FI_DEV_GPU_UTIL"), points((0, "20")))), "prometheus-json")
+    moved = labels("DCGM_FI_DEV_GPU_UTIL", Hostname="node-q", gpu="3")
+    moved["modelName"] = "NVIDIA A100-SXM4-80GB"
+
+    load(response((moved, points((3600, "40")))), "prometheus-json", name="later.json")
+
+    gpu = Gpu.objects.get()
+    assert (gpu.uuid, gpu.host, gpu.index, gpu.model_name) == (
+        "GPU-p1",
+        "node-q",
+        3,
+        "NVIDIA A100-SXM4-80GB",
+    )
+    assert GpuHour.objects.filter(gpu=gpu).count() == 2

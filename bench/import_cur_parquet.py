@@ -32,6 +32,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costsite.settings")
 
 ROW_GROUP = 100_000
+RESOURCES = 2_000
+# The payer: a bill of its own, which replaces none a database holds (as bench/import_focus.py's).
+BENCH_ACCOUNT = "990000000024"
 JANUARY = datetime(2025, 1, 1, tzinfo=UTC)
 HOURS = 31 * 24
 # line type, usage type, product code, family, instance, term, unblended range, weight
@@ -122,12 +125,17 @@ def cur_parquet_write(path: Path, csv_path: Path, *, rows: int, seed: int = 7) -
     rng = np.random.default_rng(seed)
     weights = np.array([k[-1] for k in KINDS], dtype=float)
     columns = list(zip(*KINDS, strict=True))
+    # As in a real CUR, a resource is one kind of thing with one set of tags: its usage type and
+    # project are drawn once, not for each of its lines.
+    resource_kind = rng.choice(len(KINDS), size=RESOURCES, p=weights / weights.sum())
+    resource_project = rng.integers(0, len(PROJECTS), size=RESOURCES)
     writer = None
     csv_writer = None
     try:
         for start in range(0, rows, ROW_GROUP):
             n = min(ROW_GROUP, rows - start)
-            kind = rng.choice(len(KINDS), size=n, p=weights / weights.sum())
+            resource = rng.integers(0, RESOURCES, size=n)
+            kind = resource_kind[resource]
             index = pa.array(kind)
 
             def pick(position: int, index=index) -> pa.Array:
@@ -149,13 +157,13 @@ def cur_parquet_write(path: Path, csv_path: Path, *, rows: int, seed: int = 7) -
             is_ri = pa.compute.equal(line_type, "DiscountedUsage")
             is_sp = pa.compute.equal(line_type, "SavingsPlanCoveredUsage")
             amortised = np.round(rng.uniform(0.2, 0.9, size=n), 6)
-            project = rng.integers(0, len(PROJECTS), size=n)
+            project = resource_project[resource]
             table = pa.table(
                 {
                     "identity_line_item_id": pa.array(
                         [f"li-{start + i}" for i in range(n)], pa.string()
                     ),
-                    "bill_payer_account_id": pa.array(["111111111111"] * n, pa.string()),
+                    "bill_payer_account_id": pa.array([BENCH_ACCOUNT] * n, pa.string()),
                     "bill_billing_period_start_date": pa.array(
                         [JANUARY] * n, pa.timestamp("ms", tz="UTC")
                     ),
@@ -169,7 +177,7 @@ def cur_parquet_write(path: Path, csv_path: Path, *, rows: int, seed: int = 7) -
                     "line_item_product_code": pick(2),
                     "line_item_usage_type": pick(1),
                     "line_item_resource_id": pa.array(
-                        [f"i-{v:05d}" for v in rng.integers(0, 2000, size=n)], pa.string()
+                        [f"i-{v:05d}" for v in resource.tolist()], pa.string()
                     ),
                     "line_item_usage_amount": pa.array(np.ones(n)),
                     "line_item_currency_code": pa.array(["USD"] * n, pa.string()),
@@ -252,6 +260,12 @@ def main() -> None:
         "--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "costsite-bench"
     )
     parser.add_argument(
+        "--command",
+        action="store_true",
+        help="Time `manage.py import_billing` into the database as it is, which must hold bills "
+        "(issue 24), against floors (a) and (b) as bench/import_focus.py --command does.",
+    )
+    parser.add_argument(
         "--queued",
         action="store_true",
         help="CELERY_TASK_ALWAYS_EAGER=false: the import's process leaves the work it starts "
@@ -274,8 +288,10 @@ def main() -> None:
         raise SystemExit("The benchmark needs PostgreSQL: set DATABASE_URL.")
     call_command("migrate", verbosity=0)
     args.data_dir.mkdir(parents=True, exist_ok=True)
-    path = args.data_dir / f"cur-{args.rows}.parquet"
-    csv_path = args.data_dir / f"cur-{args.rows}.csv"
+    # v2: a resource's kind and tags are the same on all its lines (v1 drew them per line, and
+    # 1M lines made 400,000 rows of the resource rollup where a real bill makes 60,000).
+    path = args.data_dir / f"cur-v2-{args.rows}.parquet"
+    csv_path = args.data_dir / f"cur-v2-{args.rows}.csv"
     if not path.exists() or not csv_path.exists():
         started = time.perf_counter()
         cur_parquet_write(path, csv_path, rows=args.rows)
@@ -284,6 +300,9 @@ def main() -> None:
             f"({csv_path.stat().st_size / 1e6:,.0f} MB) in {time.perf_counter() - started:.0f} s"
         )
     header = csv_path.open().readline().strip().replace('"', "").split(",")
+    if args.command:
+        command_benchmark(args, path, csv_path, header)
+        return
     copies, imports = [], []
     for attempt in range(args.repeat):
         copies.append(copy_once(csv_path, header))
@@ -314,6 +333,95 @@ def main() -> None:
         f"import {took:.1f} s ({args.rows / took:,.0f} rows/s), ratio {took / floor:.2f}x, "
         f"peak {peak:.0f} MB (medians of {args.repeat}; peak the highest); the findings "
         + ("recompute queued for a worker" if args.queued else "recompute run in the process")
+    )
+
+
+def lines_check(delivery, count: int, billed) -> None:
+    """The import's totals, exact: as many rows as the file has, its billed cost the file's own
+    sum; the effective (amortised) cost, which the mapping computes, the same in the line
+    items, the delivery's record and the daily rollup."""
+    from decimal import Decimal
+
+    from django.db.models import Count, Sum
+
+    from apps.billing.models import CostLineItem, DailyCost
+
+    lines = CostLineItem.objects.of_delivery(delivery).aggregate(
+        lines=Count("id"), billed=Sum("billed_cost"), effective=Sum("effective_cost")
+    )
+    rolled = DailyCost.objects.filter(delivery_id=delivery.pk).aggregate(
+        lines=Sum("line_items"), billed=Sum("billed_cost"), effective=Sum("effective_cost")
+    )
+    assert delivery.rows == count, (delivery.rows, count)
+    assert lines["lines"] == rolled["lines"] == delivery.line_items, (lines, rolled)
+    assert lines["billed"] == rolled["billed"] == Decimal(delivery.billed_cost["USD"]) == billed, (
+        lines,
+        rolled,
+        billed,
+    )
+    assert lines["effective"] == rolled["effective"] == Decimal(delivery.effective_cost["USD"])
+
+
+def command_benchmark(args, path: Path, csv_path: Path, header: list[str]) -> None:
+    """`manage.py import_billing` of the CUR Parquet file as a user runs it, into the database as
+    it is, against (a) COPY of its rows as text and (b) the binary COPY of the same lines, typed,
+    into the line item table (bench/import_focus.py's floors), alternating; each try's delivery
+    deleted afterwards (untimed)."""
+    from import_focus import (
+        bench_deliveries,
+        command_once,
+        delivery_delete,
+        lines_save,
+        storage_floor_once,
+    )
+
+    from apps.billing.models import Delivery
+
+    others = Delivery.objects.filter(status=Delivery.Status.CURRENT).exclude(
+        billing_account_id=BENCH_ACCOUNT
+    )
+    if not others.exists():
+        raise SystemExit("Import a bill first: --command measures a database that holds bills.")
+    print(f"the database holds {others.count()} current deliveries of other accounts")
+    for leftover in bench_deliveries():
+        delivery_delete(leftover)
+    saved = args.data_dir / f"cur-lines-{args.rows}.bin"
+    tries = []
+    for attempt in range(args.repeat):
+        copied = copy_once(csv_path, header)
+        imported = command_once(path, queued=args.queued)
+        if args.queued:
+            from costsite.celery import app
+
+            app.control.purge()  # nobody takes the work the import queued
+        (delivery,) = bench_deliveries()
+        lines_check(delivery, copied["count"], copied["billed"])
+        lines_save(delivery, saved)
+        delivery_delete(delivery)
+        typed = storage_floor_once(saved)
+        text, took = copied["seconds"], imported["seconds"]
+        tries.append((text, typed, imported))
+        print(
+            f"  try {attempt + 1}: (a) {text:5.1f} s, (b) {typed:5.1f} s, command {took:5.1f} s "
+            f"= importing {imported['importing']:.1f} + the work it started "
+            f"{imported['after']:.1f} + start and exit "
+            f"{took - imported['importing'] - imported['after']:.1f}; {took / typed:.2f}x (b), "
+            f"{took / text:.2f}x (a), peak {imported['peak_mb']:.0f} MB; totals checked "
+            f"(billed {copied['billed']})",
+            flush=True,
+        )
+    saved.unlink()
+    to_typed = [i["seconds"] / b for _, b, i in tries]
+    to_text = [i["seconds"] / a for a, _, i in tries]
+    print(
+        f"\n{args.rows:,} CUR Parquet rows through the command: (a) "
+        f"{statistics.median(a for a, _, _ in tries):.1f} s, (b) "
+        f"{statistics.median(b for _, b, _ in tries):.1f} s, command "
+        f"{statistics.median(i['seconds'] for *_, i in tries):.1f} s; "
+        f"{statistics.median(to_typed):.2f}x (b) median, {max(to_typed):.2f}x worst; "
+        f"{statistics.median(to_text):.2f}x (a) median, {max(to_text):.2f}x worst; peak "
+        f"{max(i['peak_mb'] for *_, i in tries):.0f} MB (the highest); the findings recompute "
+        + ("queued for a worker" if args.queued else "run in the command's process")
     )
 
 

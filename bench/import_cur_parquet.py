@@ -336,69 +336,29 @@ def main() -> None:
     )
 
 
-def lines_check(delivery, count: int, billed) -> None:
-    """The import's totals, exact: as many rows as the file has, its billed cost the file's own
-    sum; the effective (amortised) cost, which the mapping computes, the same in the line
-    items, the delivery's record and the daily rollup."""
-    from decimal import Decimal
-
-    from django.db.models import Count, Sum
-
-    from apps.billing.models import CostLineItem, DailyCost
-
-    lines = CostLineItem.objects.of_delivery(delivery).aggregate(
-        lines=Count("id"), billed=Sum("billed_cost"), effective=Sum("effective_cost")
-    )
-    rolled = DailyCost.objects.filter(delivery_id=delivery.pk).aggregate(
-        lines=Sum("line_items"), billed=Sum("billed_cost"), effective=Sum("effective_cost")
-    )
-    assert delivery.rows == count, (delivery.rows, count)
-    assert lines["lines"] == rolled["lines"] == delivery.line_items, (lines, rolled)
-    assert lines["billed"] == rolled["billed"] == Decimal(delivery.billed_cost["USD"]) == billed, (
-        lines,
-        rolled,
-        billed,
-    )
-    assert lines["effective"] == rolled["effective"] == Decimal(delivery.effective_cost["USD"])
-
-
 def command_benchmark(args, path: Path, csv_path: Path, header: list[str]) -> None:
     """`manage.py import_billing` of the CUR Parquet file as a user runs it, into the database as
     it is, against (a) COPY of its rows as text and (b) the binary COPY of the same lines, typed,
     into the line item table (bench/import_focus.py's floors), alternating; each try's delivery
     deleted afterwards (untimed)."""
-    from import_focus import (
-        bench_deliveries,
-        command_once,
-        delivery_delete,
-        lines_save,
-        storage_floor_once,
-    )
+    import import_focus
+    from import_focus import command_database_ready, command_try, delivery_check
 
-    from apps.billing.models import Delivery
-
-    others = Delivery.objects.filter(status=Delivery.Status.CURRENT).exclude(
-        billing_account_id=BENCH_ACCOUNT
-    )
-    if not others.exists():
-        raise SystemExit("Import a bill first: --command measures a database that holds bills.")
-    print(f"the database holds {others.count()} current deliveries of other accounts")
-    for leftover in bench_deliveries():
-        delivery_delete(leftover)
+    assert import_focus.BENCH_ACCOUNT == BENCH_ACCOUNT  # its deliveries are the ones deleted
+    command_database_ready()
     saved = args.data_dir / f"cur-lines-{args.rows}.bin"
     tries = []
     for attempt in range(args.repeat):
         copied = copy_once(csv_path, header)
-        imported = command_once(path, queued=args.queued)
-        if args.queued:
-            from costsite.celery import app
-
-            app.control.purge()  # nobody takes the work the import queued
-        (delivery,) = bench_deliveries()
-        lines_check(delivery, copied["count"], copied["billed"])
-        lines_save(delivery, saved)
-        delivery_delete(delivery)
-        typed = storage_floor_once(saved)
+        typed, imported = command_try(
+            path,
+            saved,
+            queued=args.queued,
+            # The amortised (effective) cost is the mapping's: checked the same everywhere.
+            check=lambda delivery, c=copied: delivery_check(
+                delivery, (c["count"], c["billed"], None)
+            ),
+        )
         text, took = copied["seconds"], imported["seconds"]
         tries.append((text, typed, imported))
         print(

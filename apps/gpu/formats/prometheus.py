@@ -1,11 +1,11 @@
 """Prometheus HTTP API /api/v1/query_range responses (resultType "matrix"), saved or pulled.
 
 A response up to WHOLE_LIMIT is read whole and decoded with msgspec, a series at a time, into the
-shape the points are expected in (about three times the streaming parser's speed). A larger one is
-parsed as a stream with ijson's C backend, one series at a time, so a response of any size takes
-the memory of its largest series. Whatever msgspec rejects is read again by the streaming parser,
-which says where it breaks and what is wrong, so the messages are the same either way. Values are
-strings so that "NaN" and "±Inf" can be sent; both are missing values here.
+shape the points are expected in (twice the streaming parser's speed: bench/gpu_import.py). A
+larger one is parsed as a stream with ijson's C backend, one series at a time, so a response of
+any size takes the memory of its largest series. Whatever msgspec rejects is read again by the
+streaming parser, which says where it breaks and what is wrong, so the messages are the same
+either way. Values are strings so that "NaN" and "±Inf" can be sent; both are missing values here.
 """
 
 import gc
@@ -189,7 +189,6 @@ def parse(stream, *, context: ParseContext) -> Iterator[MetricBatch]:
             if series is None:  # not what msgspec expects: the stream parser says what is wrong
                 yield from _streamed(io.BytesIO(data), b"", context, gpu_ids)
                 return
-            number = 0
             try:
                 for number, item in enumerate(series, start=1):
                     batch = _series_batch(item, number, context, gpu_ids)
@@ -202,10 +201,8 @@ def parse(stream, *, context: ParseContext) -> Iterator[MetricBatch]:
                 # fails) to say where and what, as it would have.
                 for _ in _streamed(io.BytesIO(data), b"", context, gpu_ids):
                     pass
-                raise GpuMetricsError(
-                    f"{context.name}: series {number + 1}: not valid JSON "
-                    f"({getattr(exc, 'reason', exc)})."
-                ) from None
+                reason = getattr(exc, "reason", exc)
+                raise GpuMetricsError(f"{context.name}: not valid JSON ({reason}).") from None
         else:
             yield from _streamed(stream, data, context, gpu_ids)
     finally:

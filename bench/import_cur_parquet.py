@@ -8,11 +8,20 @@ PostgreSQL's COPY (client streaming) into a plain table of text columns. Then, a
 times: COPY, and a fresh process importing the Parquet file through the billing service (read,
 map onto FOCUS with the amortised cost, validate, attribute, load, roll up). It prints rows per
 second, the ratio to COPY and the peak memory (ru_maxrss of the importing process), and checks the
-import's billed total against the text table's sum.
+import's billed total against the text table's sum. Each import starts from empty billing tables
+(they are truncated): give it a database of its own.
 
-    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/costsite_bench \
+A resource keeps one usage type and one set of tags on all its lines, as in a real CUR.
+
+With --command (issue 24) it times `manage.py import_billing` instead, into the database as it
+is, which must hold other bills (nothing is truncated; each try's delivery is deleted again),
+against (a) and the typed floor (b) of bench/import_focus.py --command.
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/costsite_cur \
         python bench/import_cur_parquet.py
     ... --rows 1000000 --repeat 3 --data-dir /tmp/costsite-bench
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/costsite_bench \
+        python bench/import_cur_parquet.py --command --queued
     ... --queued   (the findings recompute each import starts is left for a worker, as compose
                     runs it; without, Celery runs it in the importing process, the default)
 """

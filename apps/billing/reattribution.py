@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 from django.db import connection, connections
-from django.db.models import Q, TextField
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q, Sum, TextField
 from django.db.models.functions import Cast, Lower
 from django.utils import timezone
 
@@ -36,6 +36,7 @@ from .loader import (
     storage_summary_rebuild,
 )
 from .models import (
+    AttributedBy,
     AttributionRun,
     CostLineItem,
     Delivery,
@@ -68,23 +69,32 @@ class Moves:
     def add(self, direction: str, parts: pa.Table, prefix: str = "") -> None:
         if not parts.num_rows:
             return
-        keys = [f"{prefix}project_id", f"{prefix}experiment_id", f"{prefix}deployment_id"]
-        table = pa.table(
-            {
-                "project_id": parts[keys[0]],
-                "experiment_id": parts[keys[1]],
-                "deployment_id": parts[keys[2]],
-                "currency": parts["billing_currency"],
-                "recent": pc.greater_equal(
-                    parts["charge_period_start"],
-                    pa.scalar(self.since, parts["charge_period_start"].type),
-                ),
-                "amount": parts["effective_cost"],
-            }
+        self.add_sums(
+            direction,
+            pa.table(
+                {
+                    "project_id": parts[f"{prefix}project_id"],
+                    "experiment_id": parts[f"{prefix}experiment_id"],
+                    "deployment_id": parts[f"{prefix}deployment_id"],
+                    "currency": parts["billing_currency"],
+                    "recent": pc.greater_equal(
+                        parts["charge_period_start"],
+                        pa.scalar(self.since, parts["charge_period_start"].type),
+                    ),
+                    "amount": parts["effective_cost"],
+                    "lines": pa.repeat(pa.scalar(1, pa.int64()), parts.num_rows),
+                }
+            ),
         )
-        grouped = table.group_by(
+
+    def add_sums(self, direction: str, sums: pa.Table) -> None:
+        """Add parts already summed: the owner's three ids, `currency`, `recent` (whether they
+        started since `since`), `amount` (their effective cost) and `lines` (how many)."""
+        if not sums.num_rows:
+            return
+        grouped = sums.group_by(
             ["project_id", "experiment_id", "deployment_id", "currency", "recent"]
-        ).aggregate([("amount", "sum"), ([], "count_all")])
+        ).aggregate([("amount", "sum"), ("lines", "sum")])
         for item in grouped.to_pylist():
             key = (
                 direction,
@@ -98,7 +108,7 @@ class Moves:
             row[0] += amount
             if item["recent"]:
                 row[1] += amount
-            row[2] += item["count_all"]
+            row[2] += item["lines_sum"]
 
     def as_json(self) -> list[dict]:
         return [
@@ -441,6 +451,76 @@ def _json_texts(texts: pa.Array) -> pa.Array:
     return pa.array(values, pa.string())
 
 
+# What decides the attribution of a line that only the rules can reach (Attributor
+# .attribute_unreached): the rules' fields and the cost kind.
+UNREACHED_KEYS = [
+    "billing_account_id",
+    "sub_account_id",
+    "service_name",
+    "resource_id",
+    "cost_kind",
+]
+
+
+def unreached_dry_run(*, attributor: Attributor, narrow=None) -> Moves:
+    """What re-attributing all history with these facts would move of the lines that tags,
+    registered resources and model API keys did not reach (stored as attributed by a rule or by
+    nothing), without writing anything. It is exact for a change of the rules alone, which
+    leaves those lines to the rules: attribution_dry_run over the same lines moves the same.
+
+    The database sums the lines in one pass by what decides their attribution (UNREACHED_KEYS),
+    what they are attributed to today, their currency and whether they are recent; the rules
+    then run once per sum, so the time does not grow with the lines the sums stand for.
+    """
+    moves = Moves()
+    lines = CostLineItem.objects.filter(
+        attributed_by__in=[AttributedBy.RULE.value, AttributedBy.NONE.value],
+        delivery_id__in=Delivery.objects.filter(status=Delivery.Status.CURRENT).values("pk"),
+    )
+    if narrow is not None:
+        lines = narrow(lines)
+    keys = [*UNREACHED_KEYS, "billing_currency", *ATTRIBUTION_COLUMNS]
+    sums = list(
+        lines.annotate(
+            recent=ExpressionWrapper(
+                Q(charge_period_start__gte=moves.since), output_field=BooleanField()
+            )
+        )
+        .values(*keys, "recent")
+        .annotate(amount=Sum("effective_cost"), lines=Count("*"))
+        .order_by()
+        .values_list(*keys, "recent", "amount", "lines")
+    )
+    if not sums:
+        return moves
+    names = [*keys, "recent", "amount", "lines"]
+    types = {**_arrow_types(), "recent": pa.bool_(), "amount": DEC, "lines": pa.int64()}
+    columns = zip(*sums, strict=True)
+    table = pa.table(
+        [pa.array(column, types[name]) for name, column in zip(names, columns, strict=True)],
+        names=[OLD.get(name, name) for name in names],  # today's attribution as old_*
+    )
+    fresh = attributor.attribute_unreached(table)
+    changed = fresh.filter(pc.invert(unchanged(fresh)))
+    for direction, prefix in (("from", "old_"), ("to", "")):
+        moves.add_sums(
+            direction,
+            pa.table(
+                {
+                    "project_id": changed[f"{prefix}project_id"],
+                    "experiment_id": changed[f"{prefix}experiment_id"],
+                    "deployment_id": changed[f"{prefix}deployment_id"],
+                    "currency": changed["billing_currency"],
+                    "recent": changed["recent"],
+                    "amount": changed["amount"],
+                    "lines": changed["lines"],
+                }
+            ),
+        )
+    moves.lines += pc.sum(changed["lines"]).as_py() or 0
+    return moves
+
+
 @dataclass
 class _Diff:
     """One chunk attributed again: what to update in place, what to write again as new parts."""
@@ -464,11 +544,7 @@ def _diff(lines: pa.Table, attributor: Attributor) -> _Diff:
     merged = _merge_parts(lines, {row for row, count in parts.items() if count > 1})
     fresh = attributor.attribute(merged)
     new_parts = _counts(fresh["source_row"])
-    same = pa.array([True] * fresh.num_rows, pa.bool_())
-    for name in ATTRIBUTION_COLUMNS:
-        equal = pc.equal(fresh[name], fresh[OLD[name]])
-        both_null = pc.and_(pc.is_null(fresh[name]), pc.is_null(fresh[OLD[name]]))
-        same = pc.and_(same, pc.or_(pc.fill_null(equal, False), both_null))
+    same = unchanged(fresh)
     multi = {row for row, n in parts.items() if n > 1} | {
         row for row, n in new_parts.items() if n > 1
     }
@@ -486,6 +562,16 @@ def _diff(lines: pa.Table, attributor: Attributor) -> _Diff:
     in_multi = pc.is_in(fresh["source_row"], value_set=multi_set)
     update = fresh.filter(pc.and_(pc.invert(in_multi), pc.invert(same)))
     return _Diff(old=lines, fresh=fresh, update=update, rewrite_rows=rewrite_rows)
+
+
+def unchanged(fresh: pa.Table) -> pa.Array:
+    """Whether each line attributed again keeps every attribution column (its `old_*`)."""
+    same = pa.array([True] * fresh.num_rows, pa.bool_())
+    for name in ATTRIBUTION_COLUMNS:
+        equal = pc.equal(fresh[name], fresh[OLD[name]])
+        both_null = pc.and_(pc.is_null(fresh[name]), pc.is_null(fresh[OLD[name]]))
+        same = pc.and_(same, pc.or_(pc.fill_null(equal, False), both_null))
+    return same
 
 
 def _part_signatures(parts: pa.Table, prefix: str) -> dict[int, list]:

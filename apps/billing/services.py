@@ -53,6 +53,7 @@ from .reattribution import (  # noqa: F401  (the re-attribution engine; re-expor
     _record_moves,
     _refresh_delivery,
     _RunProgress,
+    unreached_dry_run,
 )
 from .runs import STALE_AFTER, _day_start, money_text  # noqa: F401
 

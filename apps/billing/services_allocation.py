@@ -3,10 +3,15 @@ would move, and from whom, before it is saved.
 
 The preview is exact and equal to what saving then moves, because it runs the same code: the
 change is applied inside a savepoint, the attribution facts are loaded from it (Attributor.load,
-as the re-attribution does) and the savepoint is rolled back; then the stored lines the change
-can touch are attributed again in memory (services.attribution_dry_run, the re-attribution's own
-diff) and nothing is written. It reads raw lines, which pages never do (DESIGN.md): it runs only
-when someone asks for it, and reads only the lines the change can reach.
+as the re-attribution does) and the savepoint is rolled back; then what the change can touch is
+attributed again in memory and nothing is written. It reads raw lines, which pages never do
+(DESIGN.md): it runs only when someone asks for it, and reads only the lines the change can reach.
+
+- A rule reaches only lines that tags, registered resources and model API keys did not, whose
+  attribution the rules decide from four fields and the cost kind: those lines are summed in one
+  SQL pass by what decides it (services.unreached_dry_run), over the whole history.
+- An alias changes what tags name, so every line with the alias's key is attributed again line by
+  line (services.attribution_dry_run, the re-attribution's own diff), up to PREVIEW_MAX_LINES.
 """
 
 import copy
@@ -22,13 +27,12 @@ from apps.projects.models import AllocationRule, TagKeyAlias
 from .attribution import Attributor, alias_key
 from .models import AttributedBy, CostLineItem, Delivery
 from .selectors_allocation import Movement, movement_from_rows
-from .services import attribution_dry_run
+from .services import attribution_dry_run, unreached_dry_run
 from .services_attribution import pattern_regex
 
-# A preview reads at most this many lines: a change that reaches more is saved without one, and
-# the run then says what moved. Measured (bench/reattribution.py, 2-core machine, shared): lines
-# are read by COPY at about 23,000 lines/s end to end, so 100,000 lines take about 4-5 s, plus
-# about 4 s matching a rule's pattern over a million stored lines.
+# An alias preview reads at most this many lines: a change that reaches more is saved without one,
+# and the run then says what moved. Measured (bench/reattribution.py, 2-core machine, shared):
+# lines are read by COPY at about 23,000 lines/s end to end, so 100,000 lines take about 4-5 s.
 PREVIEW_MAX_LINES = 100_000
 
 
@@ -39,16 +43,34 @@ def _reachable(narrow: Callable[[QuerySet], QuerySet]) -> int:
     )
 
 
-def _preview(apply: Callable[[], None], narrow: Callable[[QuerySet], QuerySet]) -> Movement:
-    started = time.monotonic()
-    reachable = _reachable(narrow)
-    if reachable > PREVIEW_MAX_LINES:
-        return Movement(lines=0, sources=[], targets=[], too_many_lines=reachable)
+def _attributor_after(apply: Callable[[], None]) -> Attributor:
+    """The attribution facts as they would be after `apply`, which is rolled back."""
     with transaction.atomic():
         apply()
         attributor = Attributor.load()
         transaction.set_rollback(True)
+    return attributor
+
+
+def _preview(apply: Callable[[], None], narrow: Callable[[QuerySet], QuerySet]) -> Movement:
+    """An alias change's preview: the lines it can reach attributed again, line by line."""
+    started = time.monotonic()
+    reachable = _reachable(narrow)
+    if reachable > PREVIEW_MAX_LINES:
+        return Movement(lines=0, sources=[], targets=[], too_many_lines=reachable)
+    attributor = _attributor_after(apply)
     moves = attribution_dry_run(attributor=attributor, narrow=narrow)
+    return movement_from_rows(
+        moves.as_json(), lines=moves.lines, seconds=round(time.monotonic() - started, 3)
+    )
+
+
+def _rule_preview(apply: Callable[[], None], rules: list[AllocationRule]) -> Movement:
+    """A rule change's preview, over the whole history however long: the lines it can reach are
+    summed in the database by what the rules read, and the sums attributed again."""
+    started = time.monotonic()
+    attributor = _attributor_after(apply)
+    moves = unreached_dry_run(attributor=attributor, narrow=_rule_lines(rules))
     return movement_from_rows(
         moves.as_json(), lines=moves.lines, seconds=round(time.monotonic() - started, 3)
     )
@@ -104,11 +126,11 @@ def allocation_rule_preview(
         candidate.pk = None
         candidate._state.adding = True
 
-    return _preview(candidate.save, _rule_lines([r for r in (original, rule) if r is not None]))
+    return _rule_preview(candidate.save, [r for r in (original, rule) if r is not None])
 
 
 def allocation_rule_delete_preview(*, rule: AllocationRule) -> Movement:
-    return _preview(copy.copy(rule).delete, _rule_lines([rule]))
+    return _rule_preview(copy.copy(rule).delete, [rule])
 
 
 def tag_key_alias_preview(*, alias: TagKeyAlias, original: TagKeyAlias | None = None) -> Movement:

@@ -6,25 +6,39 @@ the tracked re-attribution), runs that re-attribution, and compares three figure
 what the run recorded as moved, and the spend per project before and after in the rollups.
 """
 
+import copy
 from collections import defaultdict
 from decimal import Decimal
 
 import pytest
 import time_machine
+from django.db import transaction
 
+from apps.billing.attribution import Attributor
 from apps.billing.models import AttributionRun, CostLineItem
-from apps.billing.selectors_allocation import Movement, attribution_run_movement
-from apps.billing.services import attribution_run_execute
+from apps.billing.selectors_allocation import (
+    Movement,
+    attribution_run_movement,
+    movement_from_rows,
+)
+from apps.billing.services import (
+    attribution_dry_run,
+    attribution_run_execute,
+    unreached_dry_run,
+)
 from apps.billing.services_allocation import (
+    _rule_lines,
     allocation_rule_delete_preview,
     allocation_rule_preview,
     tag_key_alias_preview,
 )
+from apps.experiments.models import ExperimentResource
 from apps.projects import services as project_services
 from apps.projects.models import AllocationRule, TagKeyAlias
 from apps.spend.selectors import spend_totals
 
 from .conftest import focus_line, run_import, when, write_focus
+from .formats import api_pages
 
 pytestmark = pytest.mark.django_db(databases=["default", "progress"])
 
@@ -361,12 +375,140 @@ def test_an_alias_changed_to_another_dimension_moves_its_spend_back(
     assert deltas(before, by_project()) == preview_deltas(preview, {})
 
 
-def test_a_change_that_reaches_too_many_lines_is_not_previewed(history, monkeypatch):
-    monkeypatch.setattr("apps.billing.services_allocation.PREVIEW_MAX_LINES", 2)
+def test_an_alias_change_that_reaches_too_many_lines_is_not_previewed(history, monkeypatch):
+    monkeypatch.setattr("apps.billing.services_allocation.PREVIEW_MAX_LINES", 0)
+
+    preview = tag_key_alias_preview(alias=TagKeyAlias(dimension="project", key="team-project"))
+
+    # One line has the key: more than the cap.
+    assert (preview.too_many_lines, preview.lines, preview.is_empty) == (1, 0, False)
+
+
+def test_a_rule_preview_has_no_cap(history, monkeypatch):
+    monkeypatch.setattr("apps.billing.services_allocation.PREVIEW_MAX_LINES", 0)
 
     preview = allocation_rule_preview(
         rule=AllocationRule(name="all", field="resource_id", pattern="*", project=history.nlp)
     )
 
-    # All six lines are the rules' (the tagged one too: no alias reads team-project yet).
-    assert (preview.too_many_lines, preview.lines, preview.is_empty) == (6, 0, False)
+    # All six lines are the rules' (the tagged one too: no alias reads team-project yet); the
+    # two of the older network rule stay with it.
+    assert (preview.too_many_lines, preview.lines) == (0, 4)
+    assert preview.totals == {"USD": Decimal("9.500000000000001"), "EUR": Decimal("3.00")}
+
+
+@pytest.fixture
+def mixed(acme, tmp_path):
+    """Lines of every kind the rules look at: GPU and CPU boxes, storage, network, a model API's
+    requests (through a key nobody mapped), in two currencies and both sides of the last 30 days;
+    a box registered by a run, also outside the run's window, one shared by two runs; a tagged
+    line, and rules already there."""
+    ExperimentResource.objects.create(experiment=acme.resnet, resource_id="i-gpu-1")
+    ExperimentResource.objects.create(experiment=acme.finetune, resource_id="i-shared")
+    ExperimentResource.objects.create(experiment=acme.evaluation, resource_id="i-shared")
+    AllocationRule.objects.create(
+        name="boxes", field="resource_id", pattern="i-*", priority=50, project=acme.search
+    )
+    AllocationRule.objects.create(
+        name="payer", field="billing_account_id", pattern="9*", priority=90, project=acme.nlp
+    )
+    lines = []
+    for n, (day, resource, extra) in enumerate(
+        [
+            ("2025-01-02", "i-gpu-1", {"x_UsageType": "BoxUsage:p4d.24xlarge"}),
+            ("2025-01-25", "i-gpu-1", {"x_UsageType": "BoxUsage:p4d.24xlarge"}),  # after run
+            ("2025-01-03", "i-shared", {"x_UsageType": "BoxUsage:p4d.24xlarge"}),
+            ("2025-01-04", "i-gpu-2", {"x_UsageType": "BoxUsage:p4d.24xlarge"}),
+            ("2025-01-24", "i-gpu-2", {"x_UsageType": "BoxUsage:p4d.24xlarge"}),
+            ("2025-01-24", "i-cpu", {"x_UsageType": "BoxUsage:m6i.xlarge"}),
+            ("2025-01-05", "i-cpu", {"BillingCurrency": "EUR"}),
+            ("2025-01-06", "vol-1", {"ServiceCategory": "Storage", "ServiceName": "EBS"}),
+            ("2025-01-26", "vol-1", {"ServiceCategory": "Storage", "ServiceName": "EBS"}),
+            ("2025-01-07", "nat-1", {"ServiceCategory": "Networking", "ServiceName": "VPC"}),
+            ("2025-01-08", "nat-1", {"BillingAccountId": "999999999999"}),
+            ("2025-01-09", "i-tagged", {"Tags": '{"ml-project": "vision"}'}),
+            ("2025-01-10", "job-1", {"SubAccountId": "333333333333", "ServiceName": "Batch"}),
+        ]
+    ):
+        cost = f"{n + 1}.{n:02}0000000000001"
+        lines.append(
+            focus_line(
+                ResourceId=resource,
+                ChargePeriodStart=f"{day}T{n:02}:00:00Z",
+                ChargePeriodEnd=f"{day}T{n:02}:30:00Z",
+                EffectiveCost=cost,
+                BilledCost=cost,
+                **extra,
+            )
+        )
+    run = run_import(write_focus(tmp_path / "mixed.csv", lines))
+    assert run.status == "succeeded", run.error
+    rows = api_pages.litellm_rows()
+    for row in rows:
+        row["request_tags"] = "[]"
+    run = run_import(api_pages.write_litellm_csv(tmp_path / "requests.csv", rows))
+    assert run.status == "succeeded", run.error
+    assert set(CostLineItem.objects.values_list("cost_kind", "attributed_by")) == {
+        ("gpu_compute", "resource"),
+        ("gpu_compute", "rule"),
+        ("cpu_compute", "rule"),
+        ("cpu_compute", "tag"),
+        ("cpu_compute", ""),
+        ("storage", ""),
+        ("network", ""),
+        ("model_api", ""),
+    }
+    return acme
+
+
+RULE_CHANGES = {
+    "catch-all, highest priority": dict(field="resource_id", pattern="*", priority=1),
+    "volumes, lowest": dict(field="resource_id", pattern="VOL-?", priority=200),
+    "nothing: boxes the older rule keeps": dict(field="resource_id", pattern="i-*2", priority=200),
+    "a service, as a deployment": dict(field="service_name", pattern="?at*", priority=10),
+    "a sub-account, with a class": dict(field="sub_account_id", pattern="[2p]*", priority=70),
+    "nothing: no such account": dict(field="billing_account_id", pattern="0*", priority=1),
+}
+
+
+@pytest.mark.parametrize("change", sorted(RULE_CHANGES))
+def test_a_rule_preview_moves_what_the_line_by_line_dry_run_moves(mixed, change):
+    values = {"name": change, "project": mixed.vision, **RULE_CHANGES[change]}
+    if "deployment" in change:
+        values["deployment"] = mixed.ranker
+    rule = AllocationRule(**values)
+    narrow = _rule_lines([rule])
+
+    def attributor_with(rule):
+        with transaction.atomic():
+            rule.save()
+            attributor = Attributor.load()
+            transaction.set_rollback(True)
+        return attributor
+
+    attributor = attributor_with(copy.copy(rule))
+    summed = unreached_dry_run(attributor=attributor, narrow=narrow)
+    line_by_line = attribution_dry_run(attributor=attributor, narrow=narrow)
+
+    assert (summed.as_json(), summed.lines) == (line_by_line.as_json(), line_by_line.lines)
+    assert figures(allocation_rule_preview(rule=rule)) == figures(
+        movement_from_rows(line_by_line.as_json(), lines=line_by_line.lines)
+    )
+    # Every case but the two "nothing" moves something, so the comparison is not empty.
+    assert (line_by_line.lines > 0) == (not change.startswith("nothing"))
+
+
+@pytest.mark.parametrize("name", ["boxes", "payer"])
+def test_a_rule_deleted_moves_what_the_line_by_line_dry_run_moves(mixed, name):
+    rule = AllocationRule.objects.get(name=name)
+    with transaction.atomic():
+        copy.copy(rule).delete()
+        attributor = Attributor.load()
+        transaction.set_rollback(True)
+    narrow = _rule_lines([rule])
+
+    summed = unreached_dry_run(attributor=attributor, narrow=narrow)
+    line_by_line = attribution_dry_run(attributor=attributor, narrow=narrow)
+
+    assert line_by_line.lines > 0
+    assert (summed.as_json(), summed.lines) == (line_by_line.as_json(), line_by_line.lines)

@@ -161,7 +161,7 @@ def main() -> None:
     from apps.accounts.models import Team
     from apps.billing.attribution import ATTRIBUTION_COLUMNS
     from apps.billing.models import CostLineItem
-    from apps.billing.reattribution import UNREACHED_KEYS
+    from apps.billing.reattribution import SUMMED_KEYS
     from apps.billing.services_allocation import _rule_lines
     from apps.projects.models import AllocationRule, Project
 
@@ -175,7 +175,7 @@ def main() -> None:
     )
     # What the preview's pass reads of each line.
     columns = [
-        *UNREACHED_KEYS,
+        *SUMMED_KEYS,
         "billing_currency",
         *ATTRIBUTION_COLUMNS,
         "charge_period_start",

@@ -462,6 +462,13 @@ def command_benchmark(args: argparse.Namespace) -> None:
             f"{statistics.median(to_typed):>5.2f}x {max(to_typed):>5.2f}x "
             f"{statistics.median(to_text):>5.2f}x {max(to_text):>5.2f}x {peak:>8.0f}"
         )
+    if args.json:
+        tried = [
+            {"rows": rows, "a_s": a, "b_s": b, **{k: i[k] for k in ("seconds", "peak_mb")}}
+            for rows, tries in lines
+            for a, b, i in tries
+        ]
+        args.json.write_text(json.dumps({"queued": args.queued, "tries": tried}, indent=2))
     print(
         f"\ngoal: within {GOAL_COMMAND_RATIO}x of (b) and at most {GOAL_MEMORY_MB} MB at every "
         f"size: {'met' if ok else 'NOT met'} (seconds and ratios: medians of {args.repeat} "
@@ -507,6 +514,9 @@ def main() -> None:
         help="With --command: CELERY_TASK_ALWAYS_EAGER=false, as compose runs it: the command "
         "returns once the import commits, the work it starts left queued for a worker (the "
         "queues are emptied after each try, untimed).",
+    )
+    parser.add_argument(
+        "--json", type=Path, help="With --command: also write each try's figures to this file."
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()

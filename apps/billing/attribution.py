@@ -294,32 +294,6 @@ class Attributor:
         tag_owner = pc.take(pa.array([f[1] for f in found], pa.int32()), encoded.indices)
 
         resource_owner, shared = self._resource_owners(lines, tag_project, tag_owner)
-        attributed = self._decide(lines, tag_project, tag_owner, resource_owner)
-        if shared:
-            attributed = self._split(attributed, shared)
-        assert attributed.num_rows >= length
-        return attributed
-
-    def attribute_unreached(self, lines: pa.Table) -> pa.Table:
-        """Lines that tags, registered resources and model API keys did not reach (stored as
-        attributed by a rule or by nothing), attributed again with these facts: what `attribute`
-        gives them as long as the tags, resources and keys are as when they were stored, which a
-        change of the rules leaves them. Only the rules' fields and the cost kind are read (no
-        tags, no charge period), so a row may stand for every line alike in those."""
-        lines = lines.combine_chunks()
-        length = lines.num_rows
-        none = pa.nulls(length, pa.int32())
-        return self._decide(lines, pa.nulls(length, pa.int64()), none, none)
-
-    def _decide(
-        self,
-        lines: pa.Table,
-        tag_project: pa.Array,
-        tag_owner: pa.Array,
-        resource_owner: pa.Array,
-    ) -> pa.Table:
-        """The attribution columns, from what tags and registered resources found: then the
-        model API keys, the rules and the workload."""
         owner = pc.coalesce(tag_owner, resource_owner)
         project = pc.coalesce(tag_project, pc.take(self._owner_project, owner))
         key = self._api_keys(lines, project)
@@ -375,6 +349,9 @@ class Attributor:
             ATTRIBUTION_COLUMNS, (project, experiment, deployment, workload, by), strict=True
         ):
             attributed = _set_column(attributed, name, column)
+        if shared:
+            attributed = self._split(attributed, shared)
+        assert attributed.num_rows >= length
         return attributed
 
     def _resource_owners(

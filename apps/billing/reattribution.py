@@ -16,8 +16,21 @@ import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
-from django.db import connection, connections
-from django.db.models import BooleanField, Count, ExpressionWrapper, Q, Sum, TextField
+from django.db import connection, connections, transaction
+from django.db.models import (
+    BigIntegerField,
+    BooleanField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    Max,
+    Min,
+    Q,
+    Sum,
+    TextField,
+    Value,
+    When,
+)
 from django.db.models.functions import Cast, Lower
 from django.utils import timezone
 
@@ -67,32 +80,31 @@ class Moves:
     rows: dict[tuple, list] = field(default_factory=dict)
 
     def add(self, direction: str, parts: pa.Table, prefix: str = "") -> None:
+        """Add these parts (or sums of lines alike: see unreached_dry_run), by the owner in the
+        columns named with `prefix`. A part counts as its `lines` (else 1) and is recent by its
+        `recent` (else by its charge period's start)."""
         if not parts.num_rows:
             return
-        self.add_sums(
-            direction,
-            pa.table(
-                {
-                    "project_id": parts[f"{prefix}project_id"],
-                    "experiment_id": parts[f"{prefix}experiment_id"],
-                    "deployment_id": parts[f"{prefix}deployment_id"],
-                    "currency": parts["billing_currency"],
-                    "recent": pc.greater_equal(
-                        parts["charge_period_start"],
-                        pa.scalar(self.since, parts["charge_period_start"].type),
-                    ),
-                    "amount": parts["effective_cost"],
-                    "lines": pa.repeat(pa.scalar(1, pa.int64()), parts.num_rows),
-                }
-            ),
+        names = parts.column_names
+        table = pa.table(
+            {
+                "project_id": parts[f"{prefix}project_id"],
+                "experiment_id": parts[f"{prefix}experiment_id"],
+                "deployment_id": parts[f"{prefix}deployment_id"],
+                "currency": parts["billing_currency"],
+                "recent": parts["recent"]
+                if "recent" in names
+                else pc.greater_equal(
+                    parts["charge_period_start"],
+                    pa.scalar(self.since, parts["charge_period_start"].type),
+                ),
+                "amount": parts["effective_cost"],
+                "lines": parts["lines"]
+                if "lines" in names
+                else pa.repeat(pa.scalar(1, pa.int64()), parts.num_rows),
+            }
         )
-
-    def add_sums(self, direction: str, sums: pa.Table) -> None:
-        """Add parts already summed: the owner's three ids, `currency`, `recent` (whether they
-        started since `since`), `amount` (their effective cost) and `lines` (how many)."""
-        if not sums.num_rows:
-            return
-        grouped = sums.group_by(
+        grouped = table.group_by(
             ["project_id", "experiment_id", "deployment_id", "currency", "recent"]
         ).aggregate([("amount", "sum"), ("lines", "sum")])
         for item in grouped.to_pylist():
@@ -451,9 +463,9 @@ def _json_texts(texts: pa.Array) -> pa.Array:
     return pa.array(values, pa.string())
 
 
-# What decides the attribution of a line that only the rules can reach (Attributor
-# .attribute_unreached): the rules' fields and the cost kind.
-UNREACHED_KEYS = [
+# What the attribution reads of a line, but its time (summed by in unreached_dry_run).
+SUMMED_KEYS = [
+    "tags",
     "billing_account_id",
     "sub_account_id",
     "service_name",
@@ -462,15 +474,46 @@ UNREACHED_KEYS = [
 ]
 
 
-def unreached_dry_run(*, attributor: Attributor, narrow=None) -> Moves:
-    """What re-attributing all history with these facts would move of the lines that tags,
-    registered resources and model API keys did not reach (stored as attributed by a rule or by
-    nothing), without writing anything. It is exact for a change of the rules alone, which
-    leaves those lines to the rules: attribution_dry_run over the same lines moves the same.
+def lines_dry_run(moves: Moves, *, attributor: Attributor, narrow=None) -> None:
+    """Add to `moves` what attributing the current deliveries' lines again with these facts would
+    move, line by line, as attribution_refresh does (the same code on the same lines), without
+    writing anything; `narrow` (a function of a line queryset) may leave out lines."""
+    deliveries = Delivery.objects.filter(status=Delivery.Status.CURRENT).exclude(
+        first_charge_period_start=None
+    )
+    ahead = _may_read_ahead()
+    for delivery in deliveries.order_by("pk"):
+        chunks = _line_chunks(delivery, None, None, None, narrow=narrow, names=DRY_RUN_COLUMNS)
+        if ahead:
+            chunks = _lines_read_ahead(chunks)
+        with contextlib.closing(chunks):  # a reading thread stops with the loop
+            for chunk in chunks:
+                _record_moves(_diff(chunk, attributor), moves)
 
-    The database sums the lines in one pass by what decides their attribution (UNREACHED_KEYS),
-    what they are attributed to today, their currency and whether they are recent; the rules
-    then run once per sum, so the time does not grow with the lines the sums stand for.
+
+def _may_read_ahead() -> bool:
+    """Whether another connection may read the lines: outside a transaction (every line this
+    process wrote is committed), on PostgreSQL."""
+    return (
+        connection.vendor == "postgresql"
+        and connection.get_autocommit()
+        and not connection.in_atomic_block
+    )
+
+
+def unreached_dry_run(*, attributor: Attributor, narrow=None) -> Moves:
+    """What attributing again, with these facts, the lines that tags, registered resources and
+    model API keys did not reach when they were stored (attributed by a rule or by nothing) would
+    move, without writing anything: lines_dry_run's figures over the same lines, in one pass.
+
+    What the attribution reads of such a line is its tags, four fields, its cost kind and, only
+    if some run or deployment registered its resource, its time. So the database sums the lines
+    by all of that but the time (SUMMED_KEYS), with the attribution they have today, their
+    currency and whether they are recent, and keeps each line of a registered resource apart
+    with its charge period; the re-attribution's own diff (_diff, _record_moves) then runs on
+    those rows as if each were one line, counted as the lines it stands for. A fact that changed
+    since the lines were stored (a project or a run created that tags name, a run's window
+    moved) moves them here as it will in the run.
     """
     moves = Moves()
     lines = CostLineItem.objects.filter(
@@ -479,45 +522,70 @@ def unreached_dry_run(*, attributor: Attributor, narrow=None) -> Moves:
     )
     if narrow is not None:
         lines = narrow(lines)
-    keys = [*UNREACHED_KEYS, "billing_currency", *ATTRIBUTION_COLUMNS]
-    sums = list(
-        lines.annotate(
+    registered = attributor.use_keys.to_pylist()
+    keys = ["copy_tags", *SUMMED_KEYS[1:], "billing_currency", *ATTRIBUTION_COLUMNS, "recent"]
+    # A line of a registered resource is a row of its own (its id): its time decides.
+    alone = Value(None, output_field=BigIntegerField())
+    if registered:
+        alone = Case(When(resource_lower__in=registered, then="id"), default=alone)
+    sums = (
+        lines.annotate(resource_lower=Lower("resource_id"))
+        .annotate(
+            copy_tags=Cast("tags", TextField()),
             recent=ExpressionWrapper(
                 Q(charge_period_start__gte=moves.since), output_field=BooleanField()
-            )
+            ),
+            alone=alone,
         )
-        .values(*keys, "recent")
-        .annotate(amount=Sum("effective_cost"), lines=Count("*"))
+        .values(*keys, "alone")
+        .annotate(
+            effective_cost=Sum("effective_cost"),
+            lines=Count("*"),
+            charge_period_start=Min("charge_period_start"),
+            charge_period_end=Max("charge_period_end"),
+        )
         .order_by()
-        .values_list(*keys, "recent", "amount", "lines")
+        .values_list(*keys, "effective_cost", "lines", "charge_period_start", "charge_period_end")
     )
-    if not sums:
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # The planner cannot tell how few sums there are (it guessed 700,000 for 1,011 at
+            # 10M lines) and sorted 737,000 wide rows on disk for them: 1.2 s more than summing
+            # them in a hash table, which spills within work_mem too, so it is never larger.
+            cursor.execute("SET LOCAL enable_sort = off")
+        rows = list(sums)
+    if not rows:
         return moves
-    names = [*keys, "recent", "amount", "lines"]
-    types = {**_arrow_types(), "recent": pa.bool_(), "amount": DEC, "lines": pa.int64()}
-    columns = zip(*sums, strict=True)
+    names = ["tags", *keys[1:], "effective_cost", "lines", "charge_period_start"]
+    names.append("charge_period_end")
+    types = {**_arrow_types(), "recent": pa.bool_(), "lines": pa.int64()}
+    columns = zip(*rows, strict=True)
     table = pa.table(
         [pa.array(column, types[name]) for name, column in zip(names, columns, strict=True)],
-        names=[OLD.get(name, name) for name in names],  # today's attribution as old_*
+        names=names,
     )
-    fresh = attributor.attribute_unreached(table)
-    changed = fresh.filter(pc.invert(unchanged(fresh)))
-    for direction, prefix in (("from", "old_"), ("to", "")):
-        moves.add_sums(
-            direction,
-            pa.table(
-                {
-                    "project_id": changed[f"{prefix}project_id"],
-                    "experiment_id": changed[f"{prefix}experiment_id"],
-                    "deployment_id": changed[f"{prefix}deployment_id"],
-                    "currency": changed["billing_currency"],
-                    "recent": changed["recent"],
-                    "amount": changed["amount"],
-                    "lines": changed["lines"],
-                }
-            ),
-        )
-    moves.lines += pc.sum(changed["lines"]).as_py() or 0
+    table = table.set_column(0, "tags", _json_texts(table["tags"].combine_chunks()))
+    for name in SPLIT_COLUMNS:  # the money a shared line's parts split: only the effective cost
+        if name not in names:
+            table = table.append_column(name, pa.nulls(table.num_rows, types[name]))
+    table = table.append_column("source_row", pa.array(range(table.num_rows), pa.int64()))
+    # A registered resource the database did not keep apart (its case folds otherwise there):
+    # its lines are read one by one instead.
+    timed = pc.is_in(pc.utf8_lower(table["resource_id"]), value_set=attributor.use_keys)
+    summed = pc.and_(pc.fill_null(timed, False), pc.greater(table["lines"], 1))
+    if pc.any(summed).as_py():
+        unkept = sorted(set(table.filter(summed)["resource_id"].to_pylist()))
+        table = table.filter(pc.invert(summed))
+
+        def of_unkept(lines):
+            lines = lines.filter(
+                attributed_by__in=[AttributedBy.RULE.value, AttributedBy.NONE.value],
+                resource_id__in=unkept,
+            )
+            return lines if narrow is None else narrow(lines)
+
+        lines_dry_run(moves, attributor=attributor, narrow=of_unkept)
+    _record_moves(_diff(table, attributor), moves)
     return moves
 
 
@@ -544,7 +612,11 @@ def _diff(lines: pa.Table, attributor: Attributor) -> _Diff:
     merged = _merge_parts(lines, {row for row, count in parts.items() if count > 1})
     fresh = attributor.attribute(merged)
     new_parts = _counts(fresh["source_row"])
-    same = unchanged(fresh)
+    same = pa.array([True] * fresh.num_rows, pa.bool_())
+    for name in ATTRIBUTION_COLUMNS:
+        equal = pc.equal(fresh[name], fresh[OLD[name]])
+        both_null = pc.and_(pc.is_null(fresh[name]), pc.is_null(fresh[OLD[name]]))
+        same = pc.and_(same, pc.or_(pc.fill_null(equal, False), both_null))
     multi = {row for row, n in parts.items() if n > 1} | {
         row for row, n in new_parts.items() if n > 1
     }
@@ -562,16 +634,6 @@ def _diff(lines: pa.Table, attributor: Attributor) -> _Diff:
     in_multi = pc.is_in(fresh["source_row"], value_set=multi_set)
     update = fresh.filter(pc.and_(pc.invert(in_multi), pc.invert(same)))
     return _Diff(old=lines, fresh=fresh, update=update, rewrite_rows=rewrite_rows)
-
-
-def unchanged(fresh: pa.Table) -> pa.Array:
-    """Whether each line attributed again keeps every attribution column (its `old_*`)."""
-    same = pa.array([True] * fresh.num_rows, pa.bool_())
-    for name in ATTRIBUTION_COLUMNS:
-        equal = pc.equal(fresh[name], fresh[OLD[name]])
-        both_null = pc.and_(pc.is_null(fresh[name]), pc.is_null(fresh[OLD[name]]))
-        same = pc.and_(same, pc.or_(pc.fill_null(equal, False), both_null))
-    return same
 
 
 def _part_signatures(parts: pa.Table, prefix: str) -> dict[int, list]:
@@ -592,7 +654,11 @@ def _record_moves(diff: _Diff, moves: Moves | None) -> int:
             "from", diff.old.filter(pc.is_in(diff.old["source_row"], value_set=wanted)), "old_"
         )
         moves.add("to", diff.fresh.filter(pc.is_in(diff.fresh["source_row"], value_set=wanted)))
-        moves.lines += len(changed)
+        if "lines" in diff.old.column_names:  # sums of lines (unreached_dry_run): as many
+            old = diff.old.filter(pc.is_in(diff.old["source_row"], value_set=wanted))
+            moves.lines += pc.sum(old["lines"]).as_py()
+        else:
+            moves.lines += len(changed)
     return len(changed)
 
 

@@ -10,7 +10,6 @@ Each file yields one delivery per (billing account, billing period) it holds:
 A run whose deliveries are all unchanged rolls back and ends `unchanged`.
 """
 
-import contextlib
 import logging
 import time
 from pathlib import Path
@@ -50,9 +49,11 @@ from .reattribution import (  # noqa: F401  (the re-attribution engine; re-expor
     _diff,
     _line_chunks,
     _lines_read_ahead,
+    _may_read_ahead,
     _record_moves,
     _refresh_delivery,
     _RunProgress,
+    lines_dry_run,
     unreached_dry_run,
 )
 from .runs import STALE_AFTER, _day_start, money_text  # noqa: F401
@@ -360,28 +361,8 @@ def attribution_dry_run(*, attributor: Attributor, narrow=None) -> Moves:
     (a function of a line queryset) may leave out lines the change cannot touch.
     """
     moves = Moves()
-    deliveries = Delivery.objects.filter(status=Delivery.Status.CURRENT).exclude(
-        first_charge_period_start=None
-    )
-    ahead = _may_read_ahead()
-    for delivery in deliveries.order_by("pk"):
-        chunks = _line_chunks(delivery, None, None, None, narrow=narrow, names=DRY_RUN_COLUMNS)
-        if ahead:
-            chunks = _lines_read_ahead(chunks)
-        with contextlib.closing(chunks):  # a reading thread stops with the loop
-            for chunk in chunks:
-                _record_moves(_diff(chunk, attributor), moves)
+    lines_dry_run(moves, attributor=attributor, narrow=narrow)
     return moves
-
-
-def _may_read_ahead() -> bool:
-    """Whether another connection may read the lines: outside a transaction (every line this
-    process wrote is committed), on PostgreSQL."""
-    return (
-        connection.vendor == "postgresql"
-        and connection.get_autocommit()
-        and not connection.in_atomic_block
-    )
 
 
 # The BRIN index of the lines' charge periods (migration 0012, PostgreSQL only).

@@ -75,15 +75,15 @@ def _rule_preview(apply: Callable[[], None], rules: list[AllocationRule]) -> Mov
         return _preview(apply, _rule_lines(rules))
     started = time.monotonic()
     attributor = _attributor_after(apply)
-    moves = unreached_dry_run(attributor=attributor, narrow=_rule_lines(rules))
+    # unreached_dry_run reads only the lines no tag or registered resource reached.
+    moves = unreached_dry_run(attributor=attributor, narrow=_rule_matches(rules))
     return movement_from_rows(
         moves.as_json(), lines=moves.lines, seconds=round(time.monotonic() - started, 3)
     )
 
 
-def _rule_lines(rules: list[AllocationRule]) -> Callable[[QuerySet], QuerySet]:
-    """Lines a rule change can move: those tags and registered resources did not reach (the rules
-    see only these), matched by the rule before or after the change.
+def _rule_matches(rules: list[AllocationRule]) -> Callable[[QuerySet], QuerySet]:
+    """Lines a rule matches, before or after the change.
 
     The database matches the pattern without case as the attribution (RE2) does; a few exotic
     Unicode case pairs (the Kelvin sign and k) could differ, which no billing field holds.
@@ -93,9 +93,20 @@ def _rule_lines(rules: list[AllocationRule]) -> Callable[[QuerySet], QuerySet]:
         matches |= Q(**{f"{rule.field}__iregex": pattern_regex(rule.pattern)})
 
     def narrow(lines: QuerySet) -> QuerySet:
-        return lines.filter(
-            attributed_by__in=[AttributedBy.RULE.value, AttributedBy.NONE.value]
-        ).filter(matches)
+        return lines.filter(matches)
+
+    return narrow
+
+
+def _rule_lines(rules: list[AllocationRule]) -> Callable[[QuerySet], QuerySet]:
+    """Lines a rule change can move: those tags and registered resources did not reach (the rules
+    see only these), matched by the rule before or after the change."""
+    matches = _rule_matches(rules)
+
+    def narrow(lines: QuerySet) -> QuerySet:
+        return matches(
+            lines.filter(attributed_by__in=[AttributedBy.RULE.value, AttributedBy.NONE.value])
+        )
 
     return narrow
 

@@ -32,6 +32,7 @@ from apps.billing.services_allocation import (
     allocation_rule_preview,
     tag_key_alias_preview,
 )
+from apps.experiments import services as experiment_services
 from apps.experiments.models import ExperimentResource
 from apps.projects import services as project_services
 from apps.projects.models import AllocationRule, TagKeyAlias
@@ -512,3 +513,85 @@ def test_a_rule_deleted_moves_what_the_line_by_line_dry_run_moves(mixed, name):
 
     assert line_by_line.lines > 0
     assert (summed.as_json(), summed.lines) == (line_by_line.as_json(), line_by_line.lines)
+
+
+# Facts that change without a re-attribution of their own: the preview sees them as the run will.
+
+
+def test_a_project_created_since_the_bill_takes_what_its_tags_name_in_the_preview_too(
+    mixed, tmp_path, django_capture_on_commit_callbacks
+):
+    run = run_import(
+        write_focus(
+            tmp_path / "late.csv",
+            [
+                focus_line(
+                    BillingAccountId="777777777777",
+                    ResourceId="late-1",
+                    Tags='{"project": "late"}',
+                    EffectiveCost="5.00",
+                    BilledCost="5.00",
+                )
+            ],
+        )
+    )
+    assert run.status == "succeeded", run.error
+    assert CostLineItem.objects.get(resource_id="late-1").attributed_by == ""
+    project_services.project_create(team=mixed.team, name="Late", slug="late")
+    values = {"name": "late", "field": "resource_id", "pattern": "late-*", "priority": 1}
+    values["project"] = mixed.nlp
+
+    preview = allocation_rule_preview(rule=AllocationRule(**values))
+
+    # The tag names a project now, and tags come before rules.
+    assert figures(preview) == {
+        "from": {("Unattributed", "USD"): (Decimal("5.00"), Decimal("0"), 1)},
+        "to": {("Late", "USD"): (Decimal("5.00"), Decimal("0"), 1)},
+    }
+    run = save_and_run(
+        lambda: project_services.allocation_rule_create(**values),
+        django_capture_on_commit_callbacks,
+    )
+    assert figures(attribution_run_movement(run=run)) == figures(preview)
+    assert CostLineItem.objects.get(resource_id="late-1").attributed_by == "tag"
+
+
+def test_a_run_s_window_changed_since_the_bill_is_read_line_by_line_in_the_preview(
+    mixed, django_capture_on_commit_callbacks
+):
+    # i-gpu-1's line of 25 January was after resnet ended (20 January): the boxes rule had it.
+    experiment_services.experiment_update(
+        experiment=mixed.resnet, ended_at=when("2025-01-31T00:00:00")
+    )
+    rule = AllocationRule.objects.get(name="boxes")
+
+    preview = allocation_rule_delete_preview(rule=rule)
+
+    assert figures(preview) == {
+        "from": {
+            ("Search", "EUR"): (Decimal("7.060000000000001"), Decimal("0"), 1),
+            ("Search", "USD"): (
+                Decimal("17.130000000000004"),
+                Decimal("13.100000000000003"),
+                4,
+            ),
+        },
+        "to": {
+            ("Unattributed", "EUR"): (Decimal("7.060000000000001"), Decimal("0"), 1),
+            ("Unattributed", "USD"): (
+                Decimal("15.120000000000003"),
+                Decimal("11.090000000000002"),
+                3,
+            ),
+            ("Vision · experiment resnet-baseline", "USD"): (
+                Decimal("2.010000000000001"),
+                Decimal("2.010000000000001"),
+                1,
+            ),
+        },
+    }
+    run = save_and_run(
+        lambda: project_services.allocation_rule_delete(rule=rule),
+        django_capture_on_commit_callbacks,
+    )
+    assert figures(attribution_run_movement(run=run)) == figures(preview)

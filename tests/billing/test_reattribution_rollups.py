@@ -10,7 +10,7 @@ import pytest
 from django.db import OperationalError
 from django.db.models import Count, DecimalField, IntegerField, Sum
 
-from apps.billing import reattribution, services
+from apps.billing import reattribution
 from apps.billing.loader import RollupAccumulator, rollups_rebuild
 from apps.billing.models import (
     CostLineItem,
@@ -295,7 +295,7 @@ def test_outside_a_transaction_the_preview_reads_ahead_and_says_what_the_run_mov
     bills, monkeypatch
 ):
     monkeypatch.setattr(reattribution, "REFRESH_CHUNK", 3)
-    started = counting_read_ahead(monkeypatch, services)
+    started = counting_read_ahead(monkeypatch, reattribution)
 
     preview = tag_key_alias_preview(alias=TagKeyAlias(dimension="project", key="Team-Project"))
 

@@ -7,9 +7,15 @@ as the re-attribution does) and the savepoint is rolled back; then what the chan
 attributed again in memory and nothing is written. It reads raw lines, which pages never do
 (DESIGN.md): it runs only when someone asks for it, and reads only the lines the change can reach.
 
-- A rule reaches only lines that tags, registered resources and model API keys did not, whose
-  attribution the rules decide from four fields and the cost kind: those lines are summed in one
-  SQL pass by what decides it (services.unreached_dry_run), over the whole history.
+- A rule reaches only the lines that tags, registered resources and model API keys did not reach
+  when they were stored. The attribution reads of them their tags, four fields, the cost kind and,
+  for a resource a run or deployment registered, their time: the database sums them in one pass
+  by all of that but the time, a registered resource's lines kept apart, and the re-attribution's
+  diff runs on the sums (services.unreached_dry_run), over the whole history. A fact changed
+  since without a re-attribution of its own (a project created that tags name) moves these lines
+  here as in the run; the preview does not look past them (a line a shrunk window no longer
+  gives its run, another rule's lines whose project's usual workload changed): the run after
+  saving attributes all history again and moves those too.
 - An alias changes what tags name, so every line with the alias's key is attributed again line by
   line (services.attribution_dry_run, the re-attribution's own diff), up to PREVIEW_MAX_LINES.
 """

@@ -429,19 +429,21 @@ def mixed(acme, tmp_path):
             ("2025-01-08", "nat-1", {"BillingAccountId": "999999999999"}),
             ("2025-01-09", "i-tagged", {"Tags": '{"ml-project": "vision"}'}),
             ("2025-01-10", "job-1", {"SubAccountId": "333333333333", "ServiceName": "Batch"}),
+            # The first moment of the last 30 days (TODAY less 30 days), and the one before.
+            ("2025-01-21", "edge-1", {"ChargePeriodStart": "2025-01-21T12:00:00Z"}),
+            ("2025-01-21", "edge-1", {"ChargePeriodStart": "2025-01-21T11:59:59Z"}),
         ]
     ):
         cost = f"{n + 1}.{n:02}0000000000001"
-        lines.append(
-            focus_line(
-                ResourceId=resource,
-                ChargePeriodStart=f"{day}T{n:02}:00:00Z",
-                ChargePeriodEnd=f"{day}T{n:02}:30:00Z",
-                EffectiveCost=cost,
-                BilledCost=cost,
-                **extra,
-            )
-        )
+        values = {
+            "ResourceId": resource,
+            "ChargePeriodStart": f"{day}T{n:02}:00:00Z",
+            "ChargePeriodEnd": f"{day}T{n:02}:30:00Z",
+            "EffectiveCost": cost,
+            "BilledCost": cost,
+        }
+        values.update(extra)
+        lines.append(focus_line(**values))
     run = run_import(write_focus(tmp_path / "mixed.csv", lines))
     assert run.status == "succeeded", run.error
     rows = api_pages.litellm_rows()
@@ -469,6 +471,7 @@ RULE_CHANGES = {
     "a service, as a deployment": dict(field="service_name", pattern="?at*", priority=10),
     "a sub-account, with a class": dict(field="sub_account_id", pattern="[2p]*", priority=70),
     "nothing: no such account": dict(field="billing_account_id", pattern="0*", priority=1),
+    "the two sides of the last 30 days": dict(field="resource_id", pattern="edge-?", priority=5),
 }
 
 

@@ -128,13 +128,19 @@ def _bench_resources(count: int, rng: random.Random) -> list[Resource]:
 
 
 def focus_benchmark_write(
-    path: Path, *, rows: int, seed: int = 7, account: str = ACCOUNT_ID
+    path: Path,
+    *,
+    rows: int,
+    seed: int = 7,
+    account: str = ACCOUNT_ID,
+    month: datetime = datetime(2025, 1, 1, tzinfo=UTC),
 ) -> Path:
-    """Write `rows` hourly lines of one month (January 2025) for one payer account (the demo's,
-    or `account`: a bill of its own, which replaces none a database already holds)."""
+    """Write `rows` hourly lines of one month (January 2025, or the `month` starting then) for one
+    payer account (the demo's, or `account`: a bill of its own, which replaces none a database
+    already holds)."""
     rng = random.Random(seed)
-    start = datetime(2025, 1, 1, tzinfo=UTC)
-    hours = [start + timedelta(hours=h) for h in range(31 * 24)]
+    following = (month + timedelta(days=32)).replace(day=1)
+    hours = [month + timedelta(hours=h) for h in range((following - month).days * 24)]
     resources = _bench_resources(-(-rows // len(hours)), rng)
     lines = hour_rows(resources, hours, rng, limit=rows)
     if account != ACCOUNT_ID:

@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -411,8 +412,9 @@ def command_benchmark(args: argparse.Namespace) -> None:
     command_database_ready()
     lines = []
     for rows in args.rows:
-        path = args.data_dir / f"focus-{rows}-{BENCH_ACCOUNT}.csv"
-        focus_file(path, rows, account=BENCH_ACCOUNT)
+        month = datetime.strptime(args.month, "%Y-%m").replace(tzinfo=UTC)
+        path = args.data_dir / f"focus-{rows}-{BENCH_ACCOUNT}-{args.month}.csv"
+        focus_file(path, rows, account=BENCH_ACCOUNT, month=month)
         header = path.open().readline().strip().split(",")
         saved = args.data_dir / f"lines-{rows}-{BENCH_ACCOUNT}.bin"
         tries = []
@@ -517,6 +519,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--json", type=Path, help="With --command: also write each try's figures to this file."
+    )
+    parser.add_argument(
+        "--month",
+        default="2025-01",
+        help="With --command: the month the bill covers (YYYY-MM; a month the database holds "
+        "bills of measures an import into a month with findings to recompute).",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -6,7 +6,9 @@ each round, one database after the other, it runs three benchmarks as a user run
 each one's ratio to its own limit, measured in the same run:
   - the import: bench/import_focus.py --command (`manage.py import_billing` of a new 300,000-row
     FOCUS bill into the database as it is, process start and the work the import starts included)
-    against (b), COPY of the same typed rows into the line item table;
+    against (b), COPY of the same typed rows into the line item table. The bill is of a month
+    both organisations hold (--month, October 2026): the work an import starts recomputes that
+    month's findings, which for a month nobody billed before is next to nothing;
   - the pages: bench/attribution_pages.py, every spend page and partial cold and warm, p95
     against the trivial view's;
   - the findings recompute: bench/findings_recompute.py (`manage.py findings_recompute`, all
@@ -48,7 +50,7 @@ def run(command: list[str], url: str, log: Path) -> str:
     return done.stdout
 
 
-def importing(url: str, name: str, repeat: int) -> dict:
+def importing(url: str, name: str, repeat: int, month: str) -> dict:
     path = OUT / f"import-{name}.json"
     run(
         [
@@ -60,6 +62,8 @@ def importing(url: str, name: str, repeat: int) -> dict:
             str(repeat),
             "--json",
             str(path),
+            "--month",
+            month,
         ],
         url,
         OUT / f"import-{name}.log",
@@ -114,10 +118,16 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20, help="per page, cold and warm")
     parser.add_argument("--repeat", type=int, default=3, help="imports and recomputes each")
     parser.add_argument("--only", default="import,pages,findings")
+    parser.add_argument(
+        "--month",
+        default="2026-10",
+        help="the month of the imported bill: one both organisations hold (the import's work "
+        "includes recomputing that month's findings)",
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     measures = {
-        "import": lambda url, name: importing(url, name, args.repeat),
+        "import": lambda url, name: importing(url, name, args.repeat, args.month),
         "pages": lambda url, name: pages(url, name, args.requests),
         "findings": lambda url, name: findings(url, name, args.repeat),
     }

@@ -547,13 +547,19 @@ def unreached_dry_run(*, attributor: Attributor, narrow=None) -> Moves:
         .order_by()
         .values_list(*keys, "effective_cost", "lines", "charge_period_start", "charge_period_end")
     )
-    with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+    if connection.vendor != "postgresql":
+        rows = list(sums)
+    else:
+        with transaction.atomic(), connection.cursor() as cursor:
             # The planner cannot tell how few sums there are (it guessed 700,000 for 1,011 at
             # 10M lines) and sorted 737,000 wide rows on disk for them: 1.2 s more than summing
             # them in a hash table, which spills within work_mem too, so it is never larger.
+            # Put back after: inside a caller's transaction a savepoint's SET LOCAL outlives it.
+            cursor.execute("SELECT current_setting('enable_sort')")
+            (before,) = cursor.fetchone()
             cursor.execute("SET LOCAL enable_sort = off")
-        rows = list(sums)
+            rows = list(sums)
+            cursor.execute("SELECT set_config('enable_sort', %s, true)", [before])
     if not rows:
         return moves
     names = ["tags", *keys[1:], "effective_cost", "lines", "charge_period_start"]
@@ -574,8 +580,9 @@ def unreached_dry_run(*, attributor: Attributor, narrow=None) -> Moves:
     timed = pc.is_in(pc.utf8_lower(table["resource_id"]), value_set=attributor.use_keys)
     summed = pc.and_(pc.fill_null(timed, False), pc.greater(table["lines"], 1))
     if pc.any(summed).as_py():
-        unkept = sorted(set(table.filter(summed)["resource_id"].to_pylist()))
-        table = table.filter(pc.invert(summed))
+        unkept = pa.array(sorted(set(table.filter(summed)["resource_id"].to_pylist())))
+        table = table.filter(pc.invert(pc.is_in(table["resource_id"], value_set=unkept)))
+        unkept = unkept.to_pylist()
 
         def of_unkept(lines):
             lines = lines.filter(

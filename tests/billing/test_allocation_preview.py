@@ -12,7 +12,8 @@ from decimal import Decimal
 
 import pytest
 import time_machine
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models.functions import Upper
 
 from apps.billing.attribution import Attributor
 from apps.billing.models import AttributionRun, CostLineItem
@@ -598,3 +599,64 @@ def test_a_run_s_window_changed_since_the_bill_is_read_line_by_line_in_the_previ
         django_capture_on_commit_callbacks,
     )
     assert figures(attribution_run_movement(run=run)) == figures(preview)
+
+
+def test_a_registered_resource_the_database_does_not_keep_apart_is_read_line_by_line(
+    acme, tmp_path, monkeypatch
+):
+    """Where PostgreSQL's lower() and Arrow's fold a resource id's case apart (newer Unicode
+    capitals; any non-ASCII one under a C locale), the database sums a registered resource's
+    lines like any other: they are then read one by one, every one of them, once."""
+    ExperimentResource.objects.create(experiment=acme.resnet, resource_id="box-1")
+    run = run_import(
+        write_focus(
+            tmp_path / "boxes.csv",
+            [
+                # resnet ended on 20 January: none of these is its. Two before the last 30 days,
+                # alike but for their hour (one sum), one in them.
+                focus_line(
+                    ResourceId="box-1",
+                    ChargePeriodStart=f"2025-01-21T0{hour}:00:00Z",
+                    ChargePeriodEnd=f"2025-01-21T0{hour}:30:00Z",
+                    EffectiveCost=cost,
+                    BilledCost=cost,
+                )
+                for hour, cost in ((1, "1.50"), (2, "2.25"), (3, "4.00"))
+            ]
+            + [
+                focus_line(
+                    ResourceId="box-1",
+                    ChargePeriodStart="2025-01-25T00:00:00Z",
+                    ChargePeriodEnd="2025-01-25T01:00:00Z",
+                    EffectiveCost="8.00",
+                    BilledCost="8.00",
+                )
+            ],
+        )
+    )
+    assert run.status == "succeeded", run.error
+    rule = AllocationRule(name="boxes", field="resource_id", pattern="box-*", project=acme.nlp)
+    with transaction.atomic():
+        copy.copy(rule).save()
+        attributor = Attributor.load()
+        transaction.set_rollback(True)
+    narrow = _rule_lines([rule])
+    # As a database whose lower() folds no id the way Arrow does.
+    monkeypatch.setattr("apps.billing.reattribution.Lower", Upper)
+
+    summed = unreached_dry_run(attributor=attributor, narrow=narrow)
+    line_by_line = attribution_dry_run(attributor=attributor, narrow=narrow)
+
+    assert (summed.as_json(), summed.lines) == (line_by_line.as_json(), line_by_line.lines)
+    assert (summed.lines, summed.rows[("to", acme.nlp.pk, None, None, "USD")]) == (
+        4,
+        [Decimal("15.75"), Decimal("8.00"), 4],
+    )
+
+
+def test_the_preview_leaves_the_caller_s_sort_setting_as_it_was(history):
+    rule = AllocationRule(name="all", field="resource_id", pattern="*", project=history.nlp)
+    with transaction.atomic(), connection.cursor() as cursor:
+        allocation_rule_preview(rule=rule)
+        cursor.execute("SHOW enable_sort")
+        assert cursor.fetchone() == ("on",)

@@ -59,7 +59,8 @@ def _attributor_after(apply: Callable[[], None]) -> Attributor:
 
 
 def _preview(apply: Callable[[], None], narrow: Callable[[QuerySet], QuerySet]) -> Movement:
-    """An alias change's preview: the lines it can reach attributed again, line by line."""
+    """An alias change's preview (a rule's on SQLite): the lines it can reach attributed again,
+    line by line."""
     started = time.monotonic()
     reachable = _reachable(narrow)
     if reachable > PREVIEW_MAX_LINES:

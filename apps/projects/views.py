@@ -171,7 +171,16 @@ def project_create(request: HttpRequest) -> HttpResponse:
     form = ProjectForm(request.POST or None, teams=teams)
     if request.method == "POST" and form.is_valid():
         project = services.project_create(**form.cleaned_data)
-        messages.success(request, f"Project “{project.name}” created.")
+        # Bills loaded before may have tags that name it: their history is attributed again, as
+        # when a project is added in the admin.
+        services.ownership_announce(
+            reason=f"Project “{project.name}” created", created_by=request.user
+        )
+        messages.success(
+            request,
+            f"Project “{project.name}” created. Spend already billed under tags that name it "
+            "moves to it in the background, as the bill's history is attributed again.",
+        )
         return redirect_after_save(request, reverse("project_detail", args=[project.slug]))
     return form_page(
         request,
@@ -190,7 +199,13 @@ def project_edit(request: HttpRequest, slug: str) -> HttpResponse:
     # A copy, so that a form with errors does not rename the project in the page's own heading.
     form = ProjectForm(request.POST or None, instance=copy.copy(project), teams=teams)
     if request.method == "POST" and form.is_valid():
+        named = (project.slug, project.name)
         project = services.project_update(project=project, **form.cleaned_data)
+        if named != (project.slug, project.name):
+            # Tags name a project by its slug or name: the history is attributed again.
+            services.ownership_announce(
+                reason=f"Project “{project.name}” renamed", created_by=request.user
+            )
         messages.success(request, f"Project “{project.name}” saved.")
         return redirect_after_save(request, reverse("project_detail", args=[project.slug]))
     return form_page(

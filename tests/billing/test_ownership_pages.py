@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from apps.billing.models import AttributionRun
 from apps.billing.services import attribution_refresh, attribution_schedule
+from apps.projects.models import Project
 from apps.projects.ports import Port
 from apps.spend.selectors import spend_totals
 
@@ -193,6 +194,47 @@ def test_saving_a_page_without_changing_the_resource_ids_queues_no_run(
         root_client, url, {**data, "name": "resnet-2"}, django_capture_on_commit_callbacks
     )
     assert not AttributionRun.objects.exists()
+
+
+def test_a_project_created_on_its_page_takes_the_billed_spend_its_tags_name(
+    acme, tmp_path, root_client, eager_celery, django_capture_on_commit_callbacks
+):
+    run = run_import(
+        write_focus(
+            tmp_path / "speech.csv",
+            [focus_line(ResourceId="i-tts", Tags='{"project": "speech"}', EffectiveCost="4.50")],
+        )
+    )
+    assert run.status == "succeeded"
+    assert by_project() == {None: Decimal("4.50")}
+    data = {"team": acme.team.pk, "name": "Speech", "slug": "speech", "monthly_budget": ""}
+
+    post_committed(root_client, reverse("project_create"), data, django_capture_on_commit_callbacks)
+
+    speech = Project.objects.get(slug="speech")
+    run = AttributionRun.objects.get()
+    assert (run.status, run.reason, run.lines_changed) == (
+        "succeeded",
+        "Project “Speech” created",
+        1,
+    )
+    assert by_project() == {speech.pk: Decimal("4.50")}
+
+    # Renamed (a tag names a project by slug or name), the tag names none any more; saved with
+    # the same names, nothing runs.
+    url = reverse("project_edit", args=["speech"])
+    data = {**data, "name": "Voice", "slug": "voice"}
+    post_committed(root_client, url, data, django_capture_on_commit_callbacks)
+    assert AttributionRun.objects.order_by("pk").last().reason == "Project “Voice” renamed"
+    assert by_project() == {None: Decimal("4.50")}
+    url = reverse("project_edit", args=["voice"])
+    post_committed(
+        root_client,
+        url,
+        {**data, "monthly_budget": "100"},
+        django_capture_on_commit_callbacks,
+    )
+    assert AttributionRun.objects.count() == 2
 
 
 def test_adding_an_experiments_resource_in_the_admin_queues_a_run_and_moves_the_history(

@@ -13,11 +13,14 @@ view is a login-required view that returns "ok", behind the same middleware. Rep
 median and p95 in milliseconds, both as a ratio to the trivial view's, and the SQL queries of
 one request. Settings as in production: DEBUG off, persistent database connections.
 
-The spend figures are cached per data version (apps/spend/figures.py), so each page is measured
-twice: *warm*, the same request again with nothing changed, and *cold*, the first request after
-a change of data (the version is bumped before every request, outside the timing, so every
-figure is computed). `--runs 3` repeats the whole measurement and reports each cell's median
-over the runs and the worst run.
+The spend figures are cached per data version (apps/spend/figures.py) and the findings figures
+per findings version, so each page is measured three ways: *warm*, the same request again with
+nothing changed; *cold*, the first request after a change of spend data (the data version is
+bumped before every request, outside the timing, as an import's commit bumps it: every spend
+figure is computed); and *cold findings*, the first request after a change of findings (the
+findings version bumped, as the recompute an import starts bumps it at its commit: every
+findings figure is computed). `--runs 3` repeats the whole measurement and reports each cell's
+median over the runs and the worst run.
 """
 
 import argparse
@@ -59,15 +62,18 @@ def _urlpatterns():
 
 
 def measure(
-    client, url: str, *, requests: int, headers: dict | None = None, cold: bool = False
+    client, url: str, *, requests: int, headers: dict | None = None, mode: str = "warm"
 ) -> dict:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from apps.spend.figures import version_bump
+    from apps.spend.figures import findings_version_bump, version_bump
 
-    # Outside a transaction the bump is at once: the next request computes every figure.
-    change = version_bump if cold else (lambda: None)
+    # Outside a transaction the bump is at once: the next request computes every spend figure
+    # (cold: a change of spend, as an import's commit makes) or every findings figure (cold
+    # findings: as the findings recompute the import starts makes when it commits).
+    changes = {"warm": lambda: None, "cold": version_bump, "cold findings": findings_version_bump}
+    change = changes[mode]
     headers = headers or {}
     for _ in range(5):
         change()
@@ -174,18 +180,15 @@ def main() -> None:
                 client = lead_client if "lead" in name else staff_client
                 variants = [("full", None)] + ([("htmx partial", HTMX)] if has_partial else [])
                 for variant, headers in variants:
-                    for mode in ("warm", "cold") if name != "trivial view" else ("warm",):
+                    modes = ("warm", "cold", "cold findings")
+                    for mode in modes if name != "trivial view" else ("warm",):
                         result = measure(
-                            client,
-                            url,
-                            requests=args.requests,
-                            headers=headers,
-                            cold=mode == "cold",
+                            client, url, requests=args.requests, headers=headers, mode=mode
                         )
                         result.update(page=name, variant=variant, mode=mode)
                         results.append(result)
                         print(
-                            f"run {run} {name:36} {variant:13} {mode:5} "
+                            f"run {run} {name:36} {variant:13} {mode:13} "
                             f"median {result['median_ms']:8.2f} ms  "
                             f"p95 {result['p95_ms']:8.2f} ms  {result['queries']:3} queries",
                             flush=True,

@@ -1,8 +1,9 @@
 from django.contrib import admin
 from django.db import transaction
 
+from apps.spend.figures import findings_version_bump
+
 from .days import days_forget, days_seen
-from .figures import findings_version_bump
 from .models import (
     BuildOrCallInputs,
     BuildOrCallSettings,

@@ -2,23 +2,23 @@
 
 The pages' findings sections and the waste page sum finding-hours (millions of rows in a year of
 a large organisation's bill) for the visible findings of a period. They are cached through the
-spend figures' cache (apps/spend/figures.py: keyed by the spend data version and the query's
-SQL, so a change of projects, teams or who sees what is covered) under a tag that also carries
-the findings version, a random token that moves whenever findings or their hours change:
+spend figures' cache (apps/spend/figures.py: keyed by the query's SQL) under the findings'
+version and the joined one (a change of projects, teams or who sees what), both parts of the
+version row in the database that every process reads with the data version. The findings'
+version moves in the transaction of every change of findings or their hours:
 
-- at the commit of every findings recompute (its findings and hours are written in bulk);
-- at the commit of every status change of the workflow (services._change: acknowledge, snooze,
-  resolve, reopen, a snooze waking) and of an edit or delete in the admin.
+- every findings recompute (its findings and hours are written in bulk);
+- every status change of the workflow (services._change: acknowledge, snooze, resolve, reopen,
+  a snooze waking) and an edit or delete in the admin.
 
-A token rather than a counter: if the cache loses it, a new one is drawn, and entries cached
-under the old one are never read again (a counter starting again at 0 could find them).
+A change of spend alone (an import, a re-attribution) leaves them cached: these queries read the
+findings tables only, which change when the recompute that the change starts commits. So the
+first page after an import computes its spend figures, and the first after the recompute its
+findings figures, never both.
 """
 
-import uuid
 from collections.abc import Callable
 
-from django.core.cache import cache
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -27,35 +27,17 @@ from django.utils.safestring import SafeString
 from apps.accounts.guards import is_staff_or_lead
 from apps.accounts.models import Team
 from apps.projects.selectors import visible_project_ids
-from apps.spend.figures import cached, cached_fragment, version_bump
+from apps.spend.figures import cached, cached_fragment
 from apps.spend.rollup import bill_freshness
 from apps.spend.sections import request_organization, today
 
-VERSION_KEY = "insights-findings-version"
-
-
-def findings_version() -> str:
-    token = cache.get(VERSION_KEY)
-    if token is None:
-        cache.add(VERSION_KEY, uuid.uuid4().hex, None)
-        token = cache.get(VERSION_KEY)
-    return token
-
-
-def findings_version_bump() -> None:
-    """A new findings version once the current transaction commits (at once outside one).
-
-    The spend data version moves too, in the transaction (a row in the database, which every
-    process reads): the pages' parts cached as HTML show findings' rows and statuses, and a
-    process whose own cache still holds the old token must not serve them."""
-    version_bump()
-    transaction.on_commit(lambda: cache.set(VERSION_KEY, uuid.uuid4().hex, None))
-
 
 def cached_findings(tag: str, query: QuerySet, compute: Callable[[], object]) -> object:
-    """`compute()`'s result for `query` (see apps.spend.figures.cached), from the cache while
-    neither the spend data nor the findings changed."""
-    return cached(f"findings:{findings_version()}:{tag}", query, compute)
+    """`compute()`'s result for `query` (a query of the findings tables; see
+    apps.spend.figures.cached), from the cache while neither the findings nor what the queries
+    join (names, teams, who sees what) changed. A change of spend alone leaves them: the
+    findings follow it at the next recompute, which moves their version."""
+    return cached(tag, query, compute, findings=True)
 
 
 def page_fragment(
@@ -83,8 +65,8 @@ def page_fragment(
             "role": (request.user.is_staff, is_staff_or_lead(user=request.user)),
             "fresh": _fresh_as_shown(),
         }
-    # The versions are read for each part: a change within the request moves them.
-    parts = {**asked, **depends_on, "findings": findings_version(), "name": name}
+    # The versions (the data's, the findings') are read by cached_fragment for each part.
+    parts = {**asked, **depends_on, "name": name}
     # Rendered HTML is a SafeString, and stays one through the cache (pickled with its class).
     return cached_fragment(parts, render)
 

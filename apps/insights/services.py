@@ -17,6 +17,7 @@ from django.utils import timezone
 from apps.accounts.models import Organization
 from apps.billing.services import line_period_index_summarise
 from apps.deployments.models import Deployment, DeploymentResource, TrafficHour
+from apps.spend.figures import findings_version_bump
 
 from . import (
     compute,
@@ -28,7 +29,6 @@ from . import (
     findings_part2,
 )
 from .days import day_rollup_rebuild
-from .figures import findings_version_bump
 from .models import (
     LEVER_KINDS,
     ONE_OFF_KINDS,

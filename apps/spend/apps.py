@@ -19,25 +19,18 @@ class SpendConfig(AppConfig):
         from apps.projects.models import Project
         from apps.projects.ports import ownership_changed, spend_data_changed
 
-        from .figures import version_bump
+        from .figures import joined_bump, version_bump
 
         spend_data_changed.register(version_bump)
         ownership_changed.register(version_bump)
-        # What the cached queries join: a name, a team, who may see a project, a run's model;
-        # and what the runs' and deployments' cached GPU-hours follow: their registered
-        # resources, a host's billed resource.
-        joined = (
-            Team,
-            Membership,
-            Project,
-            Experiment,
-            Deployment,
-            Model,
-            ExperimentResource,
-            DeploymentResource,
-            HostMapping,
-        )
-        for model in joined:
+        # What the cached queries join, spend's and findings' alike: a name, a team, who may see
+        # a project, a run's model.
+        for model in (Team, Membership, Project, Experiment, Deployment, Model):
+            for signal in (post_save, post_delete):
+                signal.connect(joined_bump, sender=model, dispatch_uid=f"spend-{model.__name__}")
+        # What the runs' and deployments' cached GPU-hours follow: their registered resources, a
+        # host's billed resource.
+        for model in (ExperimentResource, DeploymentResource, HostMapping):
             for signal in (post_save, post_delete):
                 signal.connect(version_bump, sender=model, dispatch_uid=f"spend-{model.__name__}")
         # A GPU's host, label or model changed by hand (an import announces its own changes,

@@ -25,8 +25,16 @@ from the old rows in between is keyed by a version nobody reads once the counter
 The counter's row stays locked from the bump to the commit, so two changing transactions bump
 one after the other; the ports announce at the end of their work, so the wait is short.
 
-The version is read once per request (the first cached query reads it, the rest of the request
-reuses it: one query, and one consistent set of figures). Outside a request (a task, a command,
+The same row holds two more parts, read with it in the one query: `joined`, moved with the
+counter by those saves and deletes only (`joined_bump`), and `findings`, moved by every change
+of findings or their hours (`findings_version_bump`, called by the insights app: a recompute, a
+status change). The findings figures (apps/insights/figures.py), which read the findings tables
+only, are keyed by those two, so a change of spend leaves them cached and a change of findings
+leaves the spend figures cached; the pages' parts cached as HTML show both and are keyed by the
+data version and the findings' version.
+
+The versions are read once per request (the first cached query reads them, the rest of the
+request reuses them: one query, and one consistent set of figures). Outside a request (a task, a command,
 a digest being built) nothing is cached: the figures are computed, as before, since a task asks
 each question once.
 """
@@ -34,6 +42,7 @@ each question once.
 import hashlib
 import threading
 from collections.abc import Callable
+from typing import NamedTuple
 
 from django.core.cache import cache
 from django.core.exceptions import EmptyResultSet
@@ -52,67 +61,108 @@ TABLE = SpendDataVersion._meta.db_table
 _request = threading.local()
 
 
-def version_read() -> str:
-    """The current data version (0 before the first change); within a request, the one its first
+class Versions(NamedTuple):
+    """The versions a request keys its cached figures and parts by, read in one query."""
+
+    data: str  # the counter and the rollups' write sequence: every spend figure
+    joined: int  # names, teams, who sees what (moved with the counter)
+    findings: int  # findings and their hours (the insights app moves it)
+
+
+def versions_read() -> Versions:
+    """The current versions (0 before the first change); within a request, the ones its first
     cached figure read."""
     if getattr(_request, "active", False):
-        if getattr(_request, "version", None) is None:
-            _request.version = _version_query()
-        return _request.version
-    return _version_query()
+        if getattr(_request, "versions", None) is None:
+            _request.versions = _versions_query()
+        return _request.versions
+    return _versions_query()
 
 
-def _version_query() -> str:
+def version_read() -> str:
+    """The current data version: what every spend figure is keyed by."""
+    return versions_read().data
+
+
+def _versions_query() -> Versions:
     if connection.vendor != "postgresql":
-        value = SpendDataVersion.objects.filter(pk=1).values_list("value", flat=True).first()
-        return str(value or 0)
+        row = SpendDataVersion.objects.filter(pk=1).values_list("value", "joined", "findings")
+        value, joined, findings = row.first() or (0, 0, 0)
+        return Versions(str(value), joined, findings)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT (SELECT value FROM {connection.ops.quote_name(TABLE)} WHERE id = 1), "
-            "(SELECT last_value FROM spend_rollup_writes)"
+            "SELECT version.value, version.joined, version.findings, writes.last_value"
+            f" FROM spend_rollup_writes AS writes LEFT JOIN {connection.ops.quote_name(TABLE)}"
+            " AS version ON version.id = 1"
         )
-        counter, writes = cursor.fetchone()
-    return f"{counter or 0}.{writes}"
+        value, joined, findings, writes = cursor.fetchone()
+    return Versions(f"{value or 0}.{writes}", joined or 0, findings or 0)
+
+
+def _bump(*parts: str) -> None:
+    """Move `parts` of the version row on, in the current transaction (others see it at its
+    commit, with the change; at once outside a transaction)."""
+    moved = {part: F(part) + 1 for part in parts}
+    if not SpendDataVersion.objects.filter(pk=1).update(**moved):
+        _, created = SpendDataVersion.objects.get_or_create(pk=1, defaults=dict.fromkeys(parts, 1))
+        if not created:  # another transaction made the row first
+            SpendDataVersion.objects.filter(pk=1).update(**moved)
+    # A request that bumps (a claim posted) reads the new versions for the rest of it.
+    _request.versions = None
 
 
 def version_bump(**_announced) -> None:
-    """Move to a new data version, in the current transaction: others see it when it commits,
-    with the change (at once outside a transaction).
+    """Move to a new data version: a change of spend data or of who used what.
 
     Takes and ignores any keyword arguments, so it registers as is with both ports and with the
     model signals."""
-    if not SpendDataVersion.objects.filter(pk=1).update(value=F("value") + 1):
-        SpendDataVersion.objects.get_or_create(pk=1, defaults={"value": 1})
-    # A request that bumps (a claim posted) reads the new version for the rest of it.
-    _request.version = None
+    _bump("value")
+
+
+def joined_bump(**_announced) -> None:
+    """A save or delete of what the cached queries join (a name, a team, who may see a
+    project): every figure, spend and findings, is computed afresh."""
+    _bump("value", "joined")
+
+
+def findings_version_bump() -> None:
+    """A change of findings or their hours (a recompute, a status change): the findings figures
+    and the pages' parts that show them are computed afresh; the spend figures stay."""
+    _bump("findings")
 
 
 def _request_started(**_) -> None:
-    _request.active, _request.version = True, None
+    _request.active, _request.versions = True, None
 
 
 def _request_finished(**_) -> None:
-    _request.active, _request.version = False, None
+    _request.active, _request.versions = False, None
 
 
 request_started.connect(_request_started, dispatch_uid="spend-figures-request-started")
 request_finished.connect(_request_finished, dispatch_uid="spend-figures-request-finished")
 
 
-def _key(tag: str, query: QuerySet) -> str:
+def _key(tag: str, query: QuerySet, version: str) -> str:
     sql, params = query.query.sql_with_params()
     digest = hashlib.sha256(f"{tag}\x00{sql}\x00{params!r}".encode()).hexdigest()
-    return f"{PREFIX}:{version_read()}:{digest}"
+    return f"{PREFIX}:{version}:{digest}"
 
 
-def cached(tag: str, query: QuerySet, compute: Callable[[], object]) -> object:
+def cached(
+    tag: str, query: QuerySet, compute: Callable[[], object], *, findings: bool = False
+) -> object:
     """`compute()`'s result for `query` (what it runs), from the cache when the data version is
     the one it was computed under. `tag` names what `compute` makes of the query's rows, so two
-    computations over one query never share an entry."""
+    computations over one query never share an entry. With `findings` (a query of findings
+    tables only, which no change of spend writes), keyed by the findings' version and the
+    joined one instead."""
     if not getattr(_request, "active", False):
         return compute()
+    versions = versions_read()
+    version = f"findings-{versions.findings}.{versions.joined}" if findings else versions.data
     try:
-        key = _key(tag, query)
+        key = _key(tag, query, version)
     except EmptyResultSet:
         # A filter that matches nothing (`__in=[]`) compiles to no SQL: nothing to read or key.
         return compute()
@@ -127,13 +177,15 @@ def cached(tag: str, query: QuerySet, compute: Callable[[], object]) -> object:
 
 def cached_fragment(parts: dict[str, object], render: Callable[[], object]) -> object:
     """A rendered part of a page (its HTML), cached like the figures it shows: under the data
-    version and `parts`, which name everything else the HTML depends on (the URL with its query,
-    the day, the time zone, who sees what, the findings version: apps.insights.figures.
+    version, the findings' version and `parts`, which name everything else the HTML depends on
+    (the URL with its query, the day, the time zone, who sees what: apps.insights.figures.
     page_fragment builds them). A hit skips the figures and the template both."""
     if not getattr(_request, "active", False):
         return render()
+    versions = versions_read()
+    parts = {**parts, "findings": versions.findings}
     digest = hashlib.sha256(repr(sorted(parts.items())).encode()).hexdigest()
-    key = f"{PREFIX}:{version_read()}:html:{digest}"
+    key = f"{PREFIX}:{versions.data}:html:{digest}"
     found = cache.get(key)
     if found is not None:
         return found

@@ -11,6 +11,13 @@ class SpendDataVersion(models.Model):
     would serve the figures cached under it, computed from other data)."""
 
     value = models.PositiveBigIntegerField(default=0)
+    # Moved with `value` by a save or delete of what the cached queries join (names, teams, who
+    # may see what), and only then: the findings figures, which read no spend, are keyed by it.
+    joined = models.PositiveBigIntegerField(default=0)
+    # The findings' version: moved by every change of findings or their hours (the insights app
+    # moves it; its figures and the pages' parts that show findings are keyed by it). Kept in this
+    # row so that one query reads every version a request keys its figures by.
+    findings = models.PositiveBigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"spend data version {self.value}"

@@ -160,13 +160,58 @@ def test_a_snoozed_finding_leaves_the_project_pages_cached_section(
         assert open_findings() == "1"
 
 
-def test_a_status_change_moves_the_spend_data_version_every_process_reads(client, lead):
-    """Another web process may still hold the old findings token in a cache of its own; the
-    spend data version lives in the database, and a status change moves it in its transaction."""
-    from apps.spend.figures import version_read
+def test_a_status_change_moves_the_findings_version_every_process_reads(client, lead):
+    """Another web process has a cache of its own: the findings' version lives in the database
+    (read with the data version in one query), and a status change moves it in its transaction."""
+    from django.core.cache import cache
 
-    before = version_read()
+    from apps.spend.figures import versions_read
+
+    before = versions_read()
     with time_machine.travel(NOW, tick=False):
         finding = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key="i-a")
         finding_snooze(finding=finding, by=lead, until=datetime(2025, 3, 20).date())
-    assert version_read() != before
+    cache.clear()
+    after = versions_read()
+    assert after.findings == before.findings + 1
+    assert (after.data, after.joined) == (before.data, before.joined)
+
+
+SPEND_TABLES = ("billing_dailycost", "billing_dailyprojectcost", "billing_monthlycost")
+
+
+def reads_spend(sql: list[str]) -> int:
+    return sum(any(table in statement for table in SPEND_TABLES) for statement in sql)
+
+
+def test_a_change_of_spend_leaves_the_findings_figures_cached_and_of_findings_the_spend(client):
+    """The first page after an import computes its spend figures only, the first after the
+    recompute it starts its findings figures only; a rename (what both join) computes both."""
+    from apps.projects.models import Project
+    from apps.spend.figures import findings_version_bump, version_bump
+
+    def overview() -> tuple[str, list[str]]:
+        with CaptureQueriesContext(connection) as queries:
+            body = client.get("/?start=2025-03-10&end=2025-03-10").content.decode()
+        # Without the CSRF token, masked afresh for every response.
+        return re.sub(r"[A-Za-z0-9]{64}", "", body), [q["sql"] for q in queries]
+
+    with time_machine.travel(NOW, tick=False):
+        first, sql = overview()
+        assert reads_spend(sql) > 0 and reads_hours(sql) > 0
+        again = overview()[1]
+        assert reads_spend(again) == reads_hours(again) == 0
+        version_bump()  # as an import's commit does
+        after_spend, sql = overview()
+        assert reads_spend(sql) > 0 and reads_hours(sql) == 0
+        findings_version_bump()  # as a recompute's does
+        after_findings, sql = overview()
+        assert reads_spend(sql) == 0 and reads_hours(sql) > 0
+        project = Project.objects.first()
+        project.name = "Renamed"
+        project.save()
+        _, sql = overview()
+        assert reads_spend(sql) > 0 and reads_hours(sql) > 0
+    # Nothing changed but the versions: the same page each time.
+    assert first == after_spend == after_findings
+    assert "$18.25" in first

@@ -215,3 +215,41 @@ def test_a_change_of_spend_leaves_the_findings_figures_cached_and_of_findings_th
     # Nothing changed but the versions: the same page each time.
     assert first == after_spend == after_findings
     assert "$18.25" in first
+
+
+def test_the_top_findings_rank_by_wasted_then_rank_amount_then_id(bill):
+    """Summed per finding first and joined to the findings after: the same order as the waste
+    page's, ties (equal wasted in the period) broken by rank amount, then by the later id."""
+    from datetime import date
+
+    from apps.insights.selectors import _top_in_period
+
+    findings_recompute()
+    active = Finding.objects.all()
+    # By hand (the conftest): idle i-u 10.00, unattributed i-u 20.00 and S3 15.00, idle i-a 5.00,
+    # idle i-b 3.25.
+    unattributed_u = Finding.objects.get(kind=Kind.UNATTRIBUTED, subject_key__contains="i-u")
+    s3 = Finding.objects.get(kind=Kind.UNATTRIBUTED, subject_key__contains="S3")
+    idle = {
+        key: Finding.objects.get(kind=Kind.IDLE_GPU, subject_key=key)
+        for key in "i-u i-a i-b".split()
+    }
+    march = {"start": date(2025, 3, 10), "end": date(2025, 3, 11)}
+    top = _top_in_period(active, **march, limit=5)
+    assert [f.pk for f in top] == [
+        unattributed_u.pk,
+        s3.pk,
+        idle["i-u"].pk,
+        idle["i-a"].pk,
+        idle["i-b"].pk,
+    ]
+    # A tie: i-a's and i-b's days made equal; the larger rank amount first, then the later id.
+    idle["i-b"].days.update(wasted=Decimal("5.00"))
+    for finding, amount in ((idle["i-a"], "1"), (idle["i-b"], "2")):
+        Finding.objects.filter(pk=finding.pk).update(rank_amount=Decimal(amount))
+    top = _top_in_period(active, **march, limit=5)
+    assert [f.pk for f in top][3:] == [idle["i-b"].pk, idle["i-a"].pk]
+    Finding.objects.filter(pk__in=[idle["i-a"].pk, idle["i-b"].pk]).update(rank_amount=Decimal("1"))
+    later, earlier = sorted([idle["i-a"].pk, idle["i-b"].pk], reverse=True)
+    assert [f.pk for f in _top_in_period(active, **march, limit=5)][3:] == [later, earlier]
+    assert _top_in_period(Finding.objects.none(), **march, limit=5) == []

@@ -34,9 +34,9 @@ leaves the spend figures cached; the pages' parts cached as HTML show both and a
 data version and the findings' version.
 
 The versions are read once per request (the first cached query reads them, the rest of the
-request reuses them: one query, and one consistent set of figures). Outside a request (a task, a command,
-a digest being built) nothing is cached: the figures are computed, as before, since a task asks
-each question once.
+request reuses them: one query, and one consistent set of figures). Outside a request (a task, a
+command, a digest being built) nothing is cached: the figures are computed, as before, since a
+task asks each question once.
 """
 
 import hashlib

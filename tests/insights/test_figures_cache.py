@@ -232,7 +232,7 @@ def test_the_top_findings_rank_by_wasted_then_rank_amount_then_id(bill):
     s3 = Finding.objects.get(kind=Kind.UNATTRIBUTED, subject_key__contains="S3")
     idle = {
         key: Finding.objects.get(kind=Kind.IDLE_GPU, subject_key=key)
-        for key in "i-u i-a i-b".split()
+        for key in ["i-u", "i-a", "i-b"]
     }
     march = {"start": date(2025, 3, 10), "end": date(2025, 3, 11)}
     top = _top_in_period(active, **march, limit=5)

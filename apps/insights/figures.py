@@ -5,16 +5,17 @@ a large organisation's bill) for the visible findings of a period. They are cach
 spend figures' cache (apps/spend/figures.py: keyed by the query's SQL) under the findings'
 version and the joined one (a change of projects, teams or who sees what), both parts of the
 version row in the database that every process reads with the data version. The findings'
-version moves in the transaction of every change of findings or their hours:
+version moves with every change of findings or their hours:
 
-- every findings recompute (its findings and hours are written in bulk);
+- every findings recompute (its findings and hours are written in bulk), right after its commit;
 - every status change of the workflow (services._change: acknowledge, snooze, resolve, reopen,
   a snooze waking) and an edit or delete in the admin.
 
 A change of spend alone (an import, a re-attribution) leaves them cached: these queries read the
-findings tables only, which change when the recompute that the change starts commits. So the
-first page after an import computes its spend figures, and the first after the recompute its
-findings figures, never both.
+findings tables (and the projects and teams they filter by, which the joined version follows),
+which change when the recompute that the change starts commits. So the first page after an
+import computes its spend figures, and the first after the recompute its findings figures,
+never both.
 """
 
 from collections.abc import Callable

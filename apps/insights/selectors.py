@@ -119,7 +119,7 @@ def period_rows(findings: QuerySet[Finding], *, start: date | None, end: date | 
 
 
 def findings_count(findings: QuerySet[Finding]) -> int:
-    """How many findings `findings` holds (cached while neither spend nor findings change)."""
+    """How many findings `findings` holds (cached while the findings stay as they are)."""
     return cached_findings("count", findings, findings.count)
 
 
@@ -435,7 +435,7 @@ def idle_gpu_dollars(*, user, start: date | None, end: date) -> dict[str, Decima
     """What the idle GPU findings the user sees wasted in the UTC days `[start, end)` (`start`
     None: since the first), per currency: the GPU fleet page's idle dollars beside its idle
     GPU-hours. From the day rollup where the recompute keeps it (a year of hours is millions of
-    rows), cached while neither spend nor findings change."""
+    rows), cached while the findings stay as they are."""
     findings = findings_visible_to(user=user).filter(kind=Kind.IDLE_GPU)
     rows = (
         period_rows(findings, start=start, end=end)

@@ -102,6 +102,10 @@ def _text(value: Decimal) -> str:
 def _change(
     *, finding: Finding, to: str, by=None, note: str = "", until: date | None = None
 ) -> Finding:
+    # Who sees it where (open, snoozed, resolved) changes. The version row first, then the
+    # finding's: a recompute waking snoozes holds the row to its commit and then writes findings,
+    # so a status change taking them the other way round could deadlock with it.
+    findings_version_bump()
     FindingEvent.objects.create(
         finding=finding,
         from_status=finding.status,
@@ -118,7 +122,6 @@ def _change(
     elif to == Status.OPEN:
         finding.resolved_at = None
     finding.save(update_fields=["status", "snoozed_until", "resolution_note", "resolved_at"])
-    findings_version_bump()  # who sees it where (open, snoozed, resolved) changed
     return finding
 
 

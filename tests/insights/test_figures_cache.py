@@ -66,7 +66,6 @@ def test_a_snoozed_finding_leaves_the_total_at_the_next_request(
     with time_machine.travel(NOW, tick=False):
         assert total(client)[0] == "$18.25"
         idle_a = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key="i-a")
-        # The version moves when the change commits (the test's transaction never does).
         with django_capture_on_commit_callbacks(execute=True):
             finding_snooze(finding=idle_a, by=lead, until=datetime(2025, 3, 20).date())
         after, sql = total(client)
@@ -171,7 +170,7 @@ def test_a_status_change_moves_the_findings_version_every_process_reads(client, 
     with time_machine.travel(NOW, tick=False):
         finding = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key="i-a")
         finding_snooze(finding=finding, by=lead, until=datetime(2025, 3, 20).date())
-    cache.clear()
+    cache.clear()  # nothing of the versions lives in the cache
     after = versions_read()
     assert after.findings == before.findings + 1
     assert (after.data, after.joined) == (before.data, before.joined)
@@ -243,13 +242,13 @@ def test_the_top_findings_rank_by_wasted_then_rank_amount_then_id(bill):
         idle["i-a"].pk,
         idle["i-b"].pk,
     ]
-    # A tie: i-a's and i-b's days made equal; the larger rank amount first, then the later id.
+    # A tie: i-a's and i-b's days made equal. The larger rank amount first, given to the earlier
+    # id so that the two tie-breaks disagree; with equal rank amounts, the later id first.
     idle["i-b"].days.update(wasted=Decimal("5.00"))
-    for finding, amount in ((idle["i-a"], "1"), (idle["i-b"], "2")):
-        Finding.objects.filter(pk=finding.pk).update(rank_amount=Decimal(amount))
-    top = _top_in_period(active, **march, limit=5)
-    assert [f.pk for f in top][3:] == [idle["i-b"].pk, idle["i-a"].pk]
-    Finding.objects.filter(pk__in=[idle["i-a"].pk, idle["i-b"].pk]).update(rank_amount=Decimal("1"))
-    later, earlier = sorted([idle["i-a"].pk, idle["i-b"].pk], reverse=True)
+    earlier, later = sorted([idle["i-a"].pk, idle["i-b"].pk])
+    for pk, amount in ((earlier, "2"), (later, "1")):
+        Finding.objects.filter(pk=pk).update(rank_amount=Decimal(amount))
+    assert [f.pk for f in _top_in_period(active, **march, limit=5)][3:] == [earlier, later]
+    Finding.objects.filter(pk__in=[earlier, later]).update(rank_amount=Decimal("1"))
     assert [f.pk for f in _top_in_period(active, **march, limit=5)][3:] == [later, earlier]
     assert _top_in_period(Finding.objects.none(), **march, limit=5) == []

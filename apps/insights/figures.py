@@ -5,9 +5,9 @@ a large organisation's bill) for the visible findings of a period. They are cach
 spend figures' cache (apps/spend/figures.py: keyed by the query's SQL) under the findings'
 version and the joined one (a change of projects, teams or who sees what), both parts of the
 version row in the database that every process reads with the data version. The findings'
-version moves with every change of findings or their hours:
+version moves in the transaction of every change of findings or their hours:
 
-- every findings recompute (its findings and hours are written in bulk), right after its commit;
+- every findings recompute (its findings and hours are written in bulk);
 - every status change of the workflow (services._change: acknowledge, snooze, resolve, reopen,
   a snooze waking) and an edit or delete in the admin.
 

@@ -295,6 +295,9 @@ def _execute(run: RecomputeRun, holder: str) -> None:
                 summary = _recompute(
                     start=run.start, end=run.end, beat=lambda: _beat(holder, run, alias)
                 )
+            # The findings and their hours changed in bulk (no model signal): the pages' cached
+            # findings figures are read afresh from the commit on, never before it.
+            findings_version_bump()
         seconds["whole"] = round(time.perf_counter() - clock, 3)  # the commit included
         summary["seconds"] = seconds
     except Exception as error:
@@ -303,9 +306,6 @@ def _execute(run: RecomputeRun, holder: str) -> None:
             status=RecomputeRun.Status.FAILED, error=str(error), finished_at=timezone.now()
         )
         return
-    # The findings and their hours changed in bulk (no model signal): the pages' cached findings
-    # figures are read afresh.
-    findings_version_bump()
     RecomputeRun.objects.filter(pk=run.pk).update(
         status=RecomputeRun.Status.SUCCEEDED, summary=summary, finished_at=timezone.now()
     )

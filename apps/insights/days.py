@@ -1,6 +1,7 @@
-"""The finding-hours' day rollup, on PostgreSQL: each finding's days (FindingDay), and the
-line-hours several waste findings share, grouped by that set of findings (FindingShareGroup),
-counted once per group and day (FindingShareDay) and kept hour by hour (FindingSharedHour).
+"""The finding-hours' day rollup, on PostgreSQL: each finding's days (FindingDay) and months
+(FindingMonth, the days summed), and the line-hours several waste findings share, grouped by
+that set of findings (FindingShareGroup), counted once per group and day (FindingShareDay) and
+kept hour by hour (FindingSharedHour).
 
 The recompute writes the hours of the days it recomputes, then rebuilds these for those days in
 the same transaction, so that a page never reads days that disagree with the hours; a finding
@@ -19,6 +20,7 @@ from .models import (
     Finding,
     FindingDay,
     FindingHour,
+    FindingMonth,
     FindingShareDay,
     FindingSharedHour,
     FindingShareGroup,
@@ -38,19 +40,22 @@ def day_rollup_used() -> bool:
 REBUILD_LOCK = 0x66696E64  # "find"
 
 
-def day_rollup_rebuild(*, start: date | None, end: date | None) -> dict[str, int]:
+def day_rollup_rebuild(
+    *, start: date | None, end: date | None, months: bool = True
+) -> dict[str, int]:
     """The rollup of the UTC days `[start, end)` (None: unbounded) made again from the hours,
-    in a transaction (the caller's, when it has one) that holds the rebuild lock to its end.
-    Returns how many rows of each table were written."""
+    and of the months they fall in (unless `months` is false: migration 0010, before their
+    table), in a transaction (the caller's, when it has one) that holds the rebuild lock to its
+    end. Returns how many rows of each table were written."""
     if not day_rollup_used():
-        return {"days": 0, "shared_hours": 0, "share_days": 0}
+        return {"days": 0, "shared_hours": 0, "share_days": 0, "months": 0}
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REBUILD_LOCK])
-        return _rebuild(start=start, end=end)
+        return _rebuild(start=start, end=end, months=months)
 
 
-def _rebuild(*, start: date | None, end: date | None) -> dict[str, int]:
+def _rebuild(*, start: date | None, end: date | None, months: bool) -> dict[str, int]:
     tables = {
         "hours": FindingHour._meta.db_table,
         "findings": Finding._meta.db_table,
@@ -173,6 +178,8 @@ def _rebuild(*, start: date | None, end: date | None) -> dict[str, int]:
             [not_waste, *params],
         )
         written["days"] = cursor.rowcount
+        if months:
+            written["months"] = _months_rebuild(cursor, start=start, end=end)
         cursor.execute(f"DROP TABLE {SHARED}")
         # Groups no day names any more (their findings no longer share an hour) go.
         orphans = f"""SELECT grouped.id FROM {tables["groups"]} AS grouped
@@ -181,6 +188,41 @@ def _rebuild(*, start: date | None, end: date | None) -> dict[str, int]:
         cursor.execute(f"DELETE FROM {tables['members']} WHERE group_id IN ({orphans})")
         cursor.execute(f"DELETE FROM {tables['groups']} WHERE id IN ({orphans})")
     return written
+
+
+def month_start(day: date) -> date:
+    return day.replace(day=1)
+
+
+def month_after(day: date) -> date:
+    """The first day of the month after `day`'s."""
+    return (day.replace(day=1) + timedelta(days=32)).replace(day=1)
+
+
+def _months_rebuild(cursor, *, start: date | None, end: date | None) -> int:
+    """FindingMonth of every month that a day of `[start, end)` falls in, summed again from the
+    days (those just rebuilt and the rest of their months)."""
+    window, params = "", []
+    if start is not None:
+        window += " AND {column} >= %s"
+        params.append(month_start(start))
+    if end is not None:
+        window += " AND {column} < %s"
+        params.append(month_after(end - timedelta(days=1)))
+    months, days = FindingMonth._meta.db_table, FindingDay._meta.db_table
+    cursor.execute(f"DELETE FROM {months} WHERE true{window.format(column='month')}", params)
+    cursor.execute(
+        f"""
+        INSERT INTO {months} (finding_id, month, currency, wasted, alone)
+        SELECT finding_id, date_trunc('month', day)::date, currency, sum(wasted), sum(alone)
+        FROM {days}
+        WHERE true{window.format(column="day")}
+        GROUP BY 1, 2, 3
+        ORDER BY 1, 2
+        """,
+        params,
+    )
+    return cursor.rowcount
 
 
 def days_seen(findings) -> tuple[date, date] | None:

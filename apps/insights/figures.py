@@ -33,7 +33,9 @@ from apps.spend.rollup import bill_freshness
 from apps.spend.sections import request_organization, today
 
 
-def cached_findings(tag: str, query: QuerySet, compute: Callable[[], object]) -> object:
+def cached_findings(
+    tag: str, query: QuerySet | list[QuerySet], compute: Callable[[], object]
+) -> object:
     """`compute()`'s result for `query` (a query of the findings tables; see
     apps.spend.figures.cached), from the cache while neither the findings nor what the queries
     join (names, teams, who sees what) changed. A change of spend alone leaves them: the

@@ -223,6 +223,36 @@ class FindingDay(models.Model):
         return f"{self.finding_id} {self.day}"
 
 
+class FindingMonth(models.Model):
+    """A finding's days summed per calendar month (PostgreSQL): what a period's sums read for the
+    whole months it covers, the days only for its ragged ends (a year is 86,000 days of a large
+    organisation's findings, and about a twelfth of that in months). Rebuilt from the days by
+    the same rebuild, in the same transaction, for every month a rebuilt day falls in."""
+
+    finding = models.ForeignKey(
+        Finding,
+        on_delete=models.CASCADE,
+        related_name="months",
+        db_constraint=False,
+        db_index=False,
+    )
+    month = models.DateField(help_text="The month's first day.")
+    currency = models.CharField(max_length=10)
+    wasted = models.DecimalField(**MONEY)
+    alone = models.DecimalField(**MONEY)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["finding", "month", "currency"], name="findingmonth_one_per_month"
+            )
+        ]
+        indexes = [models.Index(fields=["month"], name="findingmonth_month_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.finding_id} {self.month:%Y-%m}"
+
+
 class FindingShareGroup(models.Model):
     """A set of two or more waste findings that hold the same line-hours (a few hundred sets in a
     large organisation's year, against hundreds of thousands of such line-hours)."""

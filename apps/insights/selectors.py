@@ -20,7 +20,7 @@ from apps.projects.selectors import projects_editable_by, visible_project_ids
 from apps.spend.selectors import data_as_of as billing_data_as_of
 
 from .compute import day_start
-from .days import day_rollup_used
+from .days import day_rollup_used, month_after, month_start
 from .figures import cached_findings
 from .models import (
     NOT_WASTE_KINDS,
@@ -28,6 +28,7 @@ from .models import (
     Finding,
     FindingDay,
     FindingHour,
+    FindingMonth,
     FindingShareDay,
     FindingSharedHour,
     FindingShareMember,
@@ -118,6 +119,69 @@ def period_rows(findings: QuerySet[Finding], *, start: date | None, end: date | 
     return rows
 
 
+def _period_parts(findings: QuerySet[Finding], *, start: date | None, end: date | None):
+    """Querysets of the findings' rows (`finding_id`, `currency`, `wasted`) that cover `[start,
+    end)` once between them: on PostgreSQL the whole months it holds from their months
+    (FindingMonth), its ragged ends from their days; elsewhere their hours (period_rows)."""
+    if not day_rollup_used():
+        return [period_rows(findings, start=start, end=end)]
+    first = start if start is None or start.day == 1 else month_after(start)
+    last = None if end is None else month_start(end)
+    if first is not None and last is not None and first >= last:  # no whole month in it
+        return [period_rows(findings, start=start, end=end)]
+    months = FindingMonth.objects.filter(finding__in=findings)
+    if first is not None:
+        months = months.filter(month__gte=first)
+    if last is not None:
+        months = months.filter(month__lt=last)
+    parts = [months]
+    if start is not None and start < first:
+        parts.append(period_rows(findings, start=start, end=first))
+    if end is not None and last < end:
+        parts.append(period_rows(findings, start=last, end=end))
+    return parts
+
+
+def period_sums(
+    findings: QuerySet[Finding],
+    *,
+    start: date | None,
+    end: date | None,
+    by: tuple[str, ...],
+    field: str = "wasted",
+) -> list[tuple]:
+    """`field` of the findings summed over `[start, end)` per `by` (columns of the rows), as
+    tuples of `by`'s values and the sum, in one statement, cached while the findings stay as
+    they are."""
+    parts = [
+        part.values(*by).annotate(amount=Sum(field)).order_by()
+        for part in _period_parts(findings, start=start, end=end)
+    ]
+    return cached_findings("sums", parts, lambda: _sums(parts, by=by))
+
+
+def _sums(parts: list[QuerySet], *, by: tuple[str, ...]) -> list[tuple]:
+    if len(parts) == 1:  # through the ORM: SQLite's decimal sums are made exact by its converters
+        return [(*(row[column] for column in by), row["amount"]) for row in parts[0]]
+    try:
+        sql, params = _union(parts)
+    except EmptyResultSet:  # findings `pk__in=[]`: nothing to sum
+        return []
+    columns = ", ".join(connection.ops.quote_name(column) for column in by)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns}, sum(amount) FROM ({sql}) AS parts GROUP BY {columns}", params
+        )
+        return cursor.fetchall()
+
+
+def _union(parts: list[QuerySet]) -> tuple[str, list]:
+    """The parts' SQL as one UNION ALL (PostgreSQL) and its parameters."""
+    compiled = [part.query.sql_with_params() for part in parts]
+    sql = " UNION ALL ".join(f"({part_sql})" for part_sql, _ in compiled)
+    return sql, [param for _, part_params in compiled for param in part_params]
+
+
 def findings_count(findings: QuerySet[Finding]) -> int:
     """How many findings `findings` holds (cached while the findings stay as they are)."""
     return cached_findings("count", findings, findings.count)
@@ -128,11 +192,10 @@ def wasted_in_period(
 ) -> dict[int, dict[str, Decimal]]:
     """Each finding's wasted in `[start, end)` (`start` None: since the first), per currency."""
     wasted: dict[int, dict[str, Decimal]] = defaultdict(dict)
-    hours = period_rows(findings, start=start, end=end)
-    rows = hours.values("finding_id", "currency").annotate(wasted=Sum("wasted")).order_by()
-    for row in cached_findings("rows", rows, lambda: list(rows)):
-        if row["wasted"]:
-            wasted[row["finding_id"]][row["currency"]] = row["wasted"]
+    by = ("finding_id", "currency")
+    for finding_id, currency, amount in period_sums(findings, start=start, end=end, by=by):
+        if amount:
+            wasted[finding_id][currency] = amount
     return wasted
 
 
@@ -168,9 +231,6 @@ def _counted_once_days(
     findings, and where it holds only some, the group's hours of those findings counted once."""
     touched = FindingShareMember.objects.filter(finding__in=waste).values("group_id")
     outside = FindingShareMember.objects.exclude(finding__in=waste).values("group_id")
-    alone = (
-        period_rows(waste, start=start, end=end).values("currency").annotate(amount=Sum("alone"))
-    )
     whole = FindingShareDay.objects.filter(group__in=touched).exclude(group__in=outside)
     if start is not None:
         whole = whole.filter(day__gte=start)
@@ -178,9 +238,12 @@ def _counted_once_days(
         whole = whole.filter(day__lt=end)
     whole = whole.values("currency").annotate(amount=Sum("counted"))
     wasted: dict[str, Decimal] = defaultdict(Decimal)
-    for rows in (alone.order_by("currency"), whole.order_by("currency")):
-        for row in cached_findings("rows", rows, lambda rows=rows: list(rows)):
-            wasted[row["currency"]] += row["amount"] or Decimal("0")
+    alone = period_sums(waste, start=start, end=end, by=("currency",), field="alone")
+    for currency, amount in alone:
+        wasted[currency] += amount or Decimal("0")
+    whole = whole.order_by("currency")
+    for row in cached_findings("rows", whole, lambda: list(whole)):
+        wasted[row["currency"]] += row["amount"] or Decimal("0")
     # The groups only some of whose findings are in the set (none for staff, few for a team):
     # named first, so that their hours are read by the group index.
     split = touched.filter(group_id__in=outside).distinct().order_by("group_id")
@@ -255,14 +318,13 @@ def waste_totals(
     """Wasted counted once (`wasted_counted_once`), savings per month (per subject, the largest
     lever) and realised savings of the findings."""
     wasted = wasted_counted_once(findings=findings, start=start, end=end)
-    unattributed_hours = period_rows(findings.filter(kind=Kind.UNATTRIBUTED), start=start, end=end)
-    unattributed_rows = (
-        unattributed_hours.values("currency").annotate(amount=Sum("wasted")).order_by("currency")
-    )
+    unattributed_findings = findings.filter(kind=Kind.UNATTRIBUTED)
     unattributed = {
-        row["currency"]: row["amount"]
-        for row in cached_findings("rows", unattributed_rows, lambda: list(unattributed_rows))
-        if row["amount"]
+        currency: amount
+        for currency, amount in period_sums(
+            unattributed_findings, start=start, end=end, by=("currency",)
+        )
+        if amount
     }
     savings: dict[str, Decimal] = defaultdict(Decimal)
     per_subject: dict[tuple[str, str], Decimal] = {}
@@ -396,9 +458,12 @@ def _top_in_period(
     """The `limit` findings with the most wasted in `[start, end)`, ties by rank amount and id
     (as the waste page ranks them), then those with no hour in the period by rank amount: the
     period's hours are summed per finding first (the hour index), not every finding's hours."""
-    hours = period_rows(active, start=start, end=end)
-    sums = hours.values("finding_id").annotate(period_wasted=Sum("wasted")).order_by()
+    sums = [
+        part.values("finding_id").annotate(period_wasted=Sum("wasted")).order_by()
+        for part in _period_parts(active, start=start, end=end)
+    ]
     ranked = cached_findings(f"top-{limit}", sums, lambda: _ranked(sums, limit=limit))
+    hours = period_rows(active, start=start, end=end)
     if len(ranked) < limit:
         rest = (
             active.exclude(pk__in=hours.values("finding_id"))
@@ -410,13 +475,20 @@ def _top_in_period(
     return [found[pk] for pk in ranked if pk in found]
 
 
-def _ranked(sums: QuerySet, *, limit: int) -> list[int]:
-    """The ids of the `limit` findings with the most `period_wasted` in `sums` (one row per
-    finding), ties by rank amount and id. Summed first and joined to the findings after: the
-    period's days joined to their findings before adding them up took a third longer (86,000
-    days over 12 months at 10M lines)."""
+def _ranked(sums: list[QuerySet], *, limit: int) -> list[int]:
+    """The ids of the `limit` findings with the most `period_wasted` in `sums` (the period's
+    parts, one row per finding each), ties by rank amount and id. Summed first and joined to the
+    findings after: the period's days joined to their findings before adding them up took a
+    third longer (86,000 days over 12 months at 10M lines)."""
     try:
-        sql, params = sums.query.sql_with_params()
+        if len(sums) == 1:
+            sql, params = sums[0].query.sql_with_params()
+        else:
+            union, params = _union(sums)
+            sql = (
+                f"SELECT finding_id, sum(period_wasted) AS period_wasted FROM ({union}) AS parts"
+                " GROUP BY finding_id"
+            )
     except EmptyResultSet:  # findings `pk__in=[]`: no SQL, and nothing ranked
         return []
     findings = connection.ops.quote_name(Finding._meta.db_table)
@@ -437,14 +509,8 @@ def idle_gpu_dollars(*, user, start: date | None, end: date) -> dict[str, Decima
     GPU-hours. From the day rollup where the recompute keeps it (a year of hours is millions of
     rows), cached while the findings stay as they are."""
     findings = findings_visible_to(user=user).filter(kind=Kind.IDLE_GPU)
-    rows = (
-        period_rows(findings, start=start, end=end)
-        .values("currency")
-        .annotate(wasted=Sum("wasted"))
-        .order_by("currency")
-    )
     return {
-        row["currency"]: row["wasted"]
-        for row in cached_findings("idle-gpu", rows, lambda: list(rows))
-        if row["wasted"]
+        currency: amount
+        for currency, amount in period_sums(findings, start=start, end=end, by=("currency",))
+        if amount
     }

@@ -14,9 +14,8 @@ from apps.experiments.models import Experiment
 from apps.projects.selectors import visible_project_ids
 from apps.spend.figures import cached_rows
 
-from .figures import cached_findings
 from .models import Finding, Kind
-from .selectors import period_rows
+from .selectors import period_sums
 
 TRAINING_WORKLOADS = ("training", "fine_tuning")
 # FOCUS PricingCategory -> the coverage chart's series.
@@ -27,12 +26,11 @@ def failed_wasted(
     *, findings: QuerySet[Finding], start: date | None, end: date
 ) -> dict[str, Decimal]:
     """What the failed runs among `findings` cost in `[start, end)`, per currency."""
-    hours = period_rows(findings.filter(kind=Kind.FAILED_RUN), start=start, end=end)
-    rows = hours.values("currency").annotate(wasted=Sum("wasted")).order_by("currency")
+    failed = findings.filter(kind=Kind.FAILED_RUN)
     return {
-        row["currency"]: row["wasted"]
-        for row in cached_findings("rows", rows, lambda: list(rows))
-        if row["wasted"]
+        currency: amount
+        for currency, amount in period_sums(failed, start=start, end=end, by=("currency",))
+        if amount
     }
 
 

@@ -39,6 +39,7 @@ from .models import (
     FindingDay,
     FindingEvent,
     FindingHour,
+    FindingMonth,
     FindingSharedHour,
     GpuInstancePrice,
     GpuTypeMemory,
@@ -478,6 +479,7 @@ def _recompute(*, start: date | None, end: date | None, beat) -> dict:
     if on_postgresql and written > ANALYZE_AFTER_HOURS:
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {FindingDay._meta.db_table}")
+            cursor.execute(f"ANALYZE {FindingMonth._meta.db_table}")
             cursor.execute(f"ANALYZE {FindingSharedHour._meta.db_table}")
     summary["findings"] = {
         status: Finding.objects.filter(status=status).count() for status in Status.values

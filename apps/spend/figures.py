@@ -143,20 +143,25 @@ request_started.connect(_request_started, dispatch_uid="spend-figures-request-st
 request_finished.connect(_request_finished, dispatch_uid="spend-figures-request-finished")
 
 
-def _key(tag: str, query: QuerySet, version: str) -> str:
-    sql, params = query.query.sql_with_params()
-    digest = hashlib.sha256(f"{tag}\x00{sql}\x00{params!r}".encode()).hexdigest()
+def _key(tag: str, query: QuerySet | list[QuerySet], version: str) -> str:
+    queries = query if isinstance(query, list) else [query]
+    compiled = [part.query.sql_with_params() for part in queries]
+    digest = hashlib.sha256(f"{tag}\x00{compiled!r}".encode()).hexdigest()
     return f"{PREFIX}:{version}:{digest}"
 
 
 def cached(
-    tag: str, query: QuerySet, compute: Callable[[], object], *, findings: bool = False
+    tag: str,
+    query: QuerySet | list[QuerySet],
+    compute: Callable[[], object],
+    *,
+    findings: bool = False,
 ) -> object:
-    """`compute()`'s result for `query` (what it runs), from the cache when the data version is
-    the one it was computed under. `tag` names what `compute` makes of the query's rows, so two
-    computations over one query never share an entry. With `findings` (a query of findings
-    tables only, which no change of spend writes), keyed by the findings' version and the
-    joined one instead."""
+    """`compute()`'s result for `query` (what it runs: a query, or the parts of one statement),
+    from the cache when the data version is the one it was computed under. `tag` names what
+    `compute` makes of the query's rows, so two computations over one query never share an
+    entry. With `findings` (a query of the findings tables, and of the projects and teams it
+    filters by), keyed by the findings' version and the joined one instead."""
     if not getattr(_request, "active", False):
         return compute()
     versions = versions_read()

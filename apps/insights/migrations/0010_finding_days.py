@@ -10,7 +10,8 @@ def fill(apps, schema_editor):
     # As billing 0016 does, the code that keeps them writes them, so old and new hours read alike.
     from apps.insights.days import day_rollup_rebuild
 
-    day_rollup_rebuild(start=None, end=None)
+    # Without the months: their table comes with 0011, which sums them from these days.
+    day_rollup_rebuild(start=None, end=None, months=False)
 
 
 class Migration(migrations.Migration):

@@ -1,0 +1,129 @@
+"""The findings' month rollup (PostgreSQL): each month is its days summed, after a recompute of
+everything, of one day, and a finding's delete; and a period's sums read from whole months and
+ragged days are what its days alone add up to, whatever the period's ends."""
+
+from collections import defaultdict
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from django.db.models import Sum
+
+from apps.insights.days import days_forget, days_seen
+from apps.insights.models import Finding, FindingDay, FindingMonth, Kind
+from apps.insights.selectors import _period_parts, _top_in_period, period_sums
+from apps.insights.services import findings_recompute
+
+from .conftest import gpu_hour, line
+
+pytestmark = pytest.mark.django_db
+DAYS = ("2025-01-31", "2025-02-01", "2025-02-20", "2025-03-31", "2025-04-01", "2025-04-15")
+
+
+@pytest.fixture
+def months(bill, delivery):
+    """Beside the conftest's 10 March: i-u idle half the time (20.00 an hour, 10.00 idle) and a
+    stray box nobody claims (i-zz, 30.00 an hour) on days either side of month ends."""
+    for day in DAYS:
+        line(delivery, f"{day} 10:00", f"{day} 11:00", "20.00", resource="i-u")
+        gpu_hour(bill["gpus"]["g5"], f"{day} 10:00", 60, 30)
+        line(delivery, f"{day} 12:00", f"{day} 13:00", "30.00", resource="i-zz")
+    findings_recompute()
+
+
+def months_from_days() -> dict:
+    summed: dict = defaultdict(lambda: [Decimal("0"), Decimal("0")])
+    for day in FindingDay.objects.all():
+        key = (day.finding_id, day.day.replace(day=1), day.currency)
+        summed[key][0] += day.wasted
+        summed[key][1] += day.alone
+    return {key: tuple(sums) for key, sums in summed.items()}
+
+
+def months_stored() -> dict:
+    return {
+        (month.finding_id, month.month, month.currency): (month.wasted, month.alone)
+        for month in FindingMonth.objects.all()
+    }
+
+
+def test_each_month_is_its_days_summed(months):
+    stored = months_stored()
+    assert stored == months_from_days()
+    stray = Finding.objects.get(kind=Kind.UNATTRIBUTED, subject_key__contains="i-zz")
+    assert {month: sums[0] for (pk, month, _), sums in stored.items() if pk == stray.pk} == {
+        date(2025, 1, 1): Decimal("30.00"),
+        date(2025, 2, 1): Decimal("60.00"),
+        date(2025, 3, 1): Decimal("30.00"),
+        date(2025, 4, 1): Decimal("60.00"),
+    }
+
+
+def test_a_recompute_of_one_day_and_a_delete_keep_the_months(months, delivery):
+    line(delivery, "2025-02-20 14:00", "2025-02-20 15:00", "45.00", resource="i-zz")
+    findings_recompute(start=date(2025, 2, 20), end=date(2025, 2, 21))
+    stray = Finding.objects.get(kind=Kind.UNATTRIBUTED, subject_key__contains="i-zz")
+    assert FindingMonth.objects.get(finding=stray, month=date(2025, 2, 1)).wasted == Decimal(
+        "105.00"
+    )
+    assert months_stored() == months_from_days()
+    gone = Finding.objects.filter(pk=stray.pk)
+    seen = days_seen(gone)
+    gone.delete()
+    days_forget(seen)
+    assert not FindingMonth.objects.filter(finding_id=stray.pk).exists()
+    assert months_stored() == months_from_days()
+
+
+PERIODS = [
+    (None, None),
+    (None, date(2025, 4, 10)),
+    (date(2025, 2, 15), None),
+    (date(2025, 1, 31), date(2025, 4, 2)),
+    (date(2025, 2, 1), date(2025, 4, 1)),
+    (date(2025, 2, 1), date(2025, 3, 1)),
+    (date(2025, 3, 5), date(2025, 3, 20)),
+    (date(2025, 3, 31), date(2025, 4, 1)),
+]
+
+
+@pytest.mark.parametrize(("start", "end"), PERIODS)
+def test_a_periods_sums_from_months_and_days_are_its_days_summed(months, start, end):
+    findings = Finding.objects.all()
+    days = FindingDay.objects.all()
+    if start is not None:
+        days = days.filter(day__gte=start)
+    if end is not None:
+        days = days.filter(day__lt=end)
+    by_finding = days.values("finding_id", "currency").annotate(amount=Sum("wasted"))
+    expected = {(row["finding_id"], row["currency"]): row["amount"] for row in by_finding}
+    got = period_sums(findings, start=start, end=end, by=("finding_id", "currency"))
+    assert {(pk, currency): amount for pk, currency, amount in got} == expected
+    alone = dict(days.values_list("currency").annotate(amount=Sum("alone")))
+    assert (
+        dict(period_sums(findings, start=start, end=end, by=("currency",), field="alone")) == alone
+    )
+    ranked = sorted(
+        expected.items(),
+        key=lambda item: (
+            -item[1],
+            -Finding.objects.get(pk=item[0][0]).rank_amount,
+            -item[0][0],
+        ),
+    )
+    top = [finding.pk for finding in _top_in_period(findings, start=start, end=end, limit=3)]
+    assert top == [pk for (pk, _), _ in ranked[:3]]
+
+
+def test_whole_months_are_read_from_the_months(months):
+    parts = _period_parts(Finding.objects.all(), start=date(2025, 1, 31), end=date(2025, 4, 2))
+    assert [part.model for part in parts] == [FindingMonth, FindingDay, FindingDay]
+    one_month = _period_parts(Finding.objects.all(), start=date(2025, 2, 1), end=date(2025, 3, 1))
+    assert [part.model for part in one_month] == [FindingMonth]
+    inside = _period_parts(Finding.objects.all(), start=date(2025, 3, 5), end=date(2025, 3, 20))
+    assert [part.model for part in inside] == [FindingDay]
+    # The stray box's 30.00 of 31 January and 60.00 of February, and nothing of 1 April's.
+    stray = Finding.objects.filter(kind=Kind.UNATTRIBUTED, subject_key__contains="i-zz")
+    assert period_sums(stray, start=date(2025, 1, 31), end=date(2025, 3, 1), by=("currency",)) == [
+        ("USD", Decimal("90.00"))
+    ]

@@ -226,7 +226,7 @@ class FindingDay(models.Model):
 class FindingMonth(models.Model):
     """A finding's days summed per calendar month (PostgreSQL): what a period's sums read for the
     whole months it covers, the days only for its ragged ends (a year is 86,000 days of a large
-    organisation's findings, and about a twelfth of that in months). Rebuilt from the days by
+    organisation's findings, and about a fourteenth of that in months). Rebuilt from the days by
     the same rebuild, in the same transaction, for every month a rebuilt day falls in."""
 
     finding = models.ForeignKey(

@@ -151,8 +151,8 @@ def period_sums(
     field: str = "wasted",
 ) -> list[tuple]:
     """`field` of the findings summed over `[start, end)` per `by` (columns of the rows), as
-    tuples of `by`'s values and the sum, in one statement, cached while the findings stay as
-    they are."""
+    tuples of `by`'s values and the sum in `by`'s order (currencies shown in a steady order),
+    in one statement, cached while the findings stay as they are."""
     parts = [
         part.values(*by).annotate(amount=Sum(field)).order_by()
         for part in _period_parts(findings, start=start, end=end)
@@ -162,7 +162,8 @@ def period_sums(
 
 def _sums(parts: list[QuerySet], *, by: tuple[str, ...]) -> list[tuple]:
     if len(parts) == 1:  # through the ORM: SQLite's decimal sums are made exact by its converters
-        return [(*(row[column] for column in by), row["amount"]) for row in parts[0]]
+        rows = parts[0].order_by(*by)
+        return [(*(row[column] for column in by), row["amount"]) for row in rows]
     try:
         sql, params = _union(parts)
     except EmptyResultSet:  # findings `pk__in=[]`: nothing to sum
@@ -170,7 +171,9 @@ def _sums(parts: list[QuerySet], *, by: tuple[str, ...]) -> list[tuple]:
     columns = ", ".join(connection.ops.quote_name(column) for column in by)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {columns}, sum(amount) FROM ({sql}) AS parts GROUP BY {columns}", params
+            f"SELECT {columns}, sum(amount) FROM ({sql}) AS parts GROUP BY {columns}"
+            f" ORDER BY {columns}",
+            params,
         )
         return cursor.fetchall()
 

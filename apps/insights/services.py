@@ -101,12 +101,14 @@ def _text(value: Decimal) -> str:
 
 
 def _change(
-    *, finding: Finding, to: str, by=None, note: str = "", until: date | None = None
+    *,
+    finding: Finding,
+    to: str,
+    by=None,
+    note: str = "",
+    until: date | None = None,
+    announce: bool = True,
 ) -> Finding:
-    # Who sees it where (open, snoozed, resolved) changes. The version row first, then the
-    # finding's: a recompute waking snoozes holds the row to its commit and then writes findings,
-    # so a status change taking them the other way round could deadlock with it.
-    findings_version_bump()
     FindingEvent.objects.create(
         finding=finding,
         from_status=finding.status,
@@ -123,6 +125,11 @@ def _change(
     elif to == Status.OPEN:
         finding.resolved_at = None
     finding.save(update_fields=["status", "snoozed_until", "resolution_note", "resolved_at"])
+    if announce:
+        # Who sees it where (open, snoozed, resolved) changed. The version row is the last lock
+        # every change of findings takes (the recompute's at its end, the admin's after its
+        # rows), so none waits for it holding what another holding it waits for.
+        findings_version_bump()
     return finding
 
 
@@ -166,11 +173,15 @@ def finding_reopen(*, finding: Finding, by, note: str = "") -> Finding:
 
 
 def findings_wake(*, today: date) -> int:
-    """Snoozes that ran out (their day has come) open again, with a history row each."""
+    """Snoozes that ran out (their day has come) open again, with a history row each. Only
+    within a recompute, whose own move of the findings version at its end announces them."""
     woken = 0
     for finding in Finding.objects.filter(status=Status.SNOOZED, snoozed_until__lte=today):
         _change(
-            finding=finding, to=Status.OPEN, note=f"Snooze until {finding.snoozed_until} ended."
+            finding=finding,
+            to=Status.OPEN,
+            note=f"Snooze until {finding.snoozed_until} ended.",
+            announce=False,
         )
         woken += 1
     return woken

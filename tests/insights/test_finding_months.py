@@ -28,6 +28,9 @@ def months(bill, delivery):
         line(delivery, f"{day} 10:00", f"{day} 11:00", "20.00", resource="i-u")
         gpu_hour(bill["gpus"]["g5"], f"{day} 10:00", 60, 30)
         line(delivery, f"{day} 12:00", f"{day} 13:00", "30.00", resource="i-zz")
+    # Two strays of one day each, at a ragged end of most periods: the ranking must see them.
+    line(delivery, "2025-01-31 15:00", "2025-01-31 16:00", "500.00", resource="i-big")
+    line(delivery, "2025-04-01 15:00", "2025-04-01 16:00", "400.00", resource="i-late")
     findings_recompute()
 
 
@@ -84,6 +87,7 @@ PERIODS = [
     (date(2025, 2, 1), date(2025, 3, 1)),
     (date(2025, 3, 5), date(2025, 3, 20)),
     (date(2025, 3, 31), date(2025, 4, 1)),
+    (date(2025, 3, 31), date(2025, 4, 2)),
 ]
 
 
@@ -113,6 +117,10 @@ def test_a_periods_sums_from_months_and_days_are_its_days_summed(months, start, 
     )
     top = [finding.pk for finding in _top_in_period(findings, start=start, end=end, limit=3)]
     assert top == [pk for (pk, _), _ in ranked[:3]]
+    # Nothing to sum or rank, whatever the parts.
+    nothing = Finding.objects.filter(pk__in=[])
+    assert period_sums(nothing, start=start, end=end, by=("currency",)) == []
+    assert _top_in_period(nothing, start=start, end=end, limit=3) == []
 
 
 def test_whole_months_are_read_from_the_months(months):
@@ -127,3 +135,36 @@ def test_whole_months_are_read_from_the_months(months):
     assert period_sums(stray, start=date(2025, 1, 31), end=date(2025, 3, 1), by=("currency",)) == [
         ("USD", Decimal("90.00"))
     ]
+
+
+def test_the_ranking_sees_the_ragged_ends(months):
+    def top(start, end) -> list[str]:
+        ranked = _top_in_period(Finding.objects.all(), start=start, end=end, limit=2)
+        return [finding.subject_key for finding in ranked]
+
+    big = Finding.objects.get(subject_key__contains="i-big").subject_key
+    late = Finding.objects.get(subject_key__contains="i-late").subject_key
+    assert top(date(2025, 1, 31), date(2025, 4, 2)) == [big, late]
+    assert top(date(2025, 2, 1), date(2025, 4, 2)) == [late, top(date(2025, 2, 1), None)[1]]
+    assert big not in top(date(2025, 2, 1), date(2025, 4, 1))
+    assert late not in top(date(2025, 2, 1), date(2025, 4, 1))
+
+
+def test_a_page_caches_the_sums_of_months_and_days(months, lead):
+    """Through a request, the parts of one statement make one cache key: the same page again
+    reads no finding row."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client()
+    client.force_login(lead)
+    page = "/waste/?start=2025-01-31&end=2025-04-01"
+
+    def findings_statements() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(page).status_code == 200
+        return sum("insights_findingmonth" in query["sql"] for query in queries)
+
+    assert findings_statements() > 0
+    assert findings_statements() == 0

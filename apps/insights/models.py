@@ -188,7 +188,19 @@ class Finding(models.Model):
         )
 
 
-class FindingDay(models.Model):
+class FindingSums(models.Model):
+    """What a finding's rollup rows hold per currency: its wasted, and of it `alone` (FindingDay
+    says which part)."""
+
+    currency = models.CharField(max_length=10)
+    wasted = models.DecimalField(**MONEY)
+    alone = models.DecimalField(**MONEY)
+
+    class Meta:
+        abstract = True
+
+
+class FindingDay(FindingSums):
     """A finding's hours summed per UTC day and currency (PostgreSQL): what the pages' period
     sums read. A year of a large organisation's finding-hours is millions of rows; its days are
     a twentieth of that.
@@ -207,9 +219,6 @@ class FindingDay(models.Model):
         Finding, on_delete=models.CASCADE, related_name="days", db_constraint=False, db_index=False
     )
     day = models.DateField()
-    currency = models.CharField(max_length=10)
-    wasted = models.DecimalField(**MONEY)
-    alone = models.DecimalField(**MONEY)
 
     class Meta:
         constraints = [
@@ -223,7 +232,7 @@ class FindingDay(models.Model):
         return f"{self.finding_id} {self.day}"
 
 
-class FindingMonth(models.Model):
+class FindingMonth(FindingSums):
     """A finding's days summed per calendar month (PostgreSQL): what a period's sums read for the
     whole months it covers, the days only for its ragged ends (a year is 86,000 days of a large
     organisation's findings, and about a fourteenth of that in months). Rebuilt from the days by
@@ -237,9 +246,6 @@ class FindingMonth(models.Model):
         db_index=False,
     )
     month = models.DateField(help_text="The month's first day.")
-    currency = models.CharField(max_length=10)
-    wasted = models.DecimalField(**MONEY)
-    alone = models.DecimalField(**MONEY)
 
     class Meta:
         constraints = [

@@ -14,6 +14,8 @@ from datetime import date, timedelta
 from django.db import connection, transaction
 from django.db.models import Max, Min
 
+from apps.spend.filters import month_start, next_month_start
+
 from .compute import day_start
 from .models import (
     NOT_WASTE_KINDS,
@@ -190,15 +192,6 @@ def _rebuild(*, start: date | None, end: date | None, months: bool) -> dict[str,
     return written
 
 
-def month_start(day: date) -> date:
-    return day.replace(day=1)
-
-
-def month_after(day: date) -> date:
-    """The first day of the month after `day`'s."""
-    return (day.replace(day=1) + timedelta(days=32)).replace(day=1)
-
-
 def _months_rebuild(cursor, *, start: date | None, end: date | None) -> int:
     """FindingMonth of every month that a day of `[start, end)` falls in, summed again from the
     days (those just rebuilt and the rest of their months)."""
@@ -208,7 +201,7 @@ def _months_rebuild(cursor, *, start: date | None, end: date | None) -> int:
         params.append(month_start(start))
     if end is not None:
         window += " AND {column} < %s"
-        params.append(month_after(end - timedelta(days=1)))
+        params.append(next_month_start(end - timedelta(days=1)))
     months, days = FindingMonth._meta.db_table, FindingDay._meta.db_table
     cursor.execute(f"DELETE FROM {months} WHERE true{window.format(column='month')}", params)
     cursor.execute(

@@ -17,10 +17,11 @@ from apps.accounts.selectors import teams_led_by
 # Spend reads (the integrator points these at apps.spend).
 from apps.billing.models import DailyResourceCost
 from apps.projects.selectors import projects_editable_by, visible_project_ids
+from apps.spend.filters import month_start, next_month_start
 from apps.spend.selectors import data_as_of as billing_data_as_of
 
 from .compute import day_start
-from .days import day_rollup_used, month_after, month_start
+from .days import day_rollup_used
 from .figures import cached_findings
 from .models import (
     NOT_WASTE_KINDS,
@@ -125,7 +126,7 @@ def _period_parts(findings: QuerySet[Finding], *, start: date | None, end: date 
     (FindingMonth), its ragged ends from their days; elsewhere their hours (period_rows)."""
     if not day_rollup_used():
         return [period_rows(findings, start=start, end=end)]
-    first = start if start is None or start.day == 1 else month_after(start)
+    first = start if start is None or start.day == 1 else next_month_start(start)
     last = None if end is None else month_start(end)
     if first is not None and last is not None and first >= last:  # no whole month in it
         return [period_rows(findings, start=start, end=end)]

@@ -79,11 +79,6 @@ def versions_read() -> Versions:
     return _versions_query()
 
 
-def version_read() -> str:
-    """The current data version: what every spend figure is keyed by."""
-    return versions_read().data
-
-
 def _versions_query() -> Versions:
     if connection.vendor != "postgresql":
         row = SpendDataVersion.objects.filter(pk=1).values_list("value", "joined", "findings")

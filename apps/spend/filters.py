@@ -43,6 +43,11 @@ def month_start(day: date) -> date:
     return day.replace(day=1)
 
 
+def next_month_start(day: date) -> date:
+    """The first day of the month after `day`'s."""
+    return (month_start(day) + timedelta(days=32)).replace(day=1)
+
+
 def previous_month_start(day: date) -> date:
     return month_start(month_start(day) - timedelta(days=1))
 

@@ -38,7 +38,7 @@ from apps.projects.selectors import visible_project_ids
 from costsite.dates import as_of_shown
 
 from .figures import cached_rows
-from .filters import Period, month_start
+from .filters import Period, month_start, next_month_start
 
 ZERO = Decimal(0)
 CENT = Decimal("0.01")
@@ -216,10 +216,6 @@ class SpendScope:
         return _in_period(rows, period)
 
 
-def _next_month(month: date) -> date:
-    return (month + timedelta(days=32)).replace(day=1)
-
-
 @dataclass(frozen=True)
 class RollupPlan:
     """Which part of a range a selector reads from the monthly rollup and which from the daily.
@@ -246,7 +242,7 @@ def rollup_plan(start: date | None, end: date, cuts: tuple[date, ...] = ()) -> R
         day = months_before
     while day < end:
         month = month_start(day)
-        following = _next_month(month)
+        following = next_month_start(month)
         if day == month and following <= end and not any(month < c < following for c in cuts):
             months.append(month)
             day = following

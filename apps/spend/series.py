@@ -20,12 +20,17 @@ from apps.billing.models import (
 from apps.projects.models import Project, Workload
 
 from .figures import cached, cached_rows
-from .filters import Period, days_in_month, month_start, previous_month_start
+from .filters import (
+    Period,
+    days_in_month,
+    month_start,
+    next_month_start,
+    previous_month_start,
+)
 from .rollup import (
     CENT,
     ZERO,
     SpendScope,
-    _next_month,
     daily_shaped,
     last_day_with_data,
     rollup_rows,
@@ -233,7 +238,7 @@ def month_summary(*, scope: SpendScope, today: date, as_of: datetime | None) -> 
 
     parts = [
         part(monthly.filter(month=this_month), "this")
-        if tomorrow >= _next_month(this_month)
+        if tomorrow >= next_month_start(this_month)
         else days(this_month, tomorrow, "this"),
         part(monthly.filter(month=last_month), "last"),
     ]

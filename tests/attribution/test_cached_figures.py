@@ -20,7 +20,7 @@ from apps.billing.services import attribution_refresh, import_run_create, import
 from apps.experiments.services import experiment_register
 from apps.projects.models import AllocationRule
 from apps.projects.services import ResourceWindow, allocation_rule_create
-from apps.spend.figures import version_read
+from apps.spend.figures import versions_read
 
 from .conftest import NOW, at, write_bill
 
@@ -213,12 +213,12 @@ def test_a_renamed_project_shows_on_the_next_load(
 
 
 def test_an_announced_change_moves_the_version_in_its_transaction(imported):
-    before = version_read()
+    before = versions_read().data
     imported.save()
-    after = version_read()
+    after = versions_read().data
     assert after != before
     cache.clear()  # the version lives in the database: emptying the cache does not move it
-    assert version_read() == after
+    assert versions_read().data == after
 
 
 def test_the_version_others_read_moves_only_when_the_change_commits(imported):
@@ -236,9 +236,9 @@ def test_the_version_others_read_moves_only_when_the_change_commits(imported):
 
 
 def test_a_write_to_the_rollups_no_port_announces_moves_the_version_at_once(imported):
-    before = version_read()
+    before = versions_read().data
     DailyCost.objects.filter(project=None).update(project=imported)
-    assert version_read() != before
+    assert versions_read().data != before
 
 
 def test_a_rollup_written_behind_the_ports_back_shows_on_the_next_load(staff_client, imported):
@@ -308,11 +308,11 @@ def test_traffic_recorded_moves_the_version_at_once(imported):
     from tests.factories import DeploymentFactory, ModelFactory
 
     deployment = DeploymentFactory(model=ModelFactory(project=imported))
-    before = version_read()
+    before = versions_read().data
     TrafficHour.objects.create(
         deployment=deployment, hour=at("2025-03-12T10:00:00"), requests=1200, updated_at=NOW
     )
-    assert version_read() != before
+    assert versions_read().data != before
 
 
 def test_the_overview_is_cached_apart_for_people_of_other_teams(imported, member, team):

@@ -44,7 +44,12 @@ def cached_findings(
 
 
 def page_fragment(
-    request: HttpRequest, name: str, render: Callable[[], SafeString], **depends_on: object
+    request: HttpRequest,
+    name: str,
+    render: Callable[[], SafeString],
+    *,
+    spend: bool = True,
+    **depends_on: object,
 ) -> SafeString:
     """The HTML `render()` makes of a page's spend and findings figures, cached while neither
     the spend data nor the findings changed, for everyone who asks the same question: the same
@@ -52,7 +57,9 @@ def page_fragment(
     same time zone and currency, seeing the same projects and teams in the same role, with the
     bill loaded up to the same minute as shown (never later than now). `render` must read
     nothing else about the request than `depends_on` names: no user, no CSRF token (a form that
-    posts takes its token from outside the part, by the input's `form` attribute)."""
+    posts takes its token from outside the part, by the input's `form` attribute). Without
+    `spend`, a part that shows neither spend nor findings: cached until what it shows is saved
+    (the joined version), whatever the bill and the findings do."""
     # The same for every part of the request's page: asked once.
     asked = getattr(request, "_costsite_fragment_parts", None)
     if asked is None:
@@ -70,8 +77,12 @@ def page_fragment(
         }
     # The versions (the data's, the findings') are read by cached_fragment for each part.
     parts = {**asked, **depends_on, "name": name}
+    if not spend:
+        # A part that shows no spend (`spend=False`: a project's runs, models and deployments)
+        # does not follow the bill either: an import leaves it cached.
+        del parts["fresh"]
     # Rendered HTML is a SafeString, and stays one through the cache (pickled with its class).
-    return cached_fragment(parts, render)
+    return cached_fragment(parts, render, spend=spend)
 
 
 def _team_ids(user) -> tuple[int, ...] | None:

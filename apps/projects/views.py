@@ -112,8 +112,9 @@ def _experiments_page(request: HttpRequest, project):
 
 
 def _body_html(request: HttpRequest, project) -> SafeString:
-    """The experiments chart and the project's runs, models and deployments, cached per data
-    version: every save of a run, model, deployment or registered resource moves it."""
+    """The experiments chart and the project's runs, models and deployments: no spend, so
+    cached until a run, model, deployment or registered resource is saved or deleted (an import
+    leaves it)."""
     return page_fragment(
         request,
         f"project-body:{project.pk}",
@@ -130,6 +131,7 @@ def _body_html(request: HttpRequest, project) -> SafeString:
             },
             request=request,
         ),
+        spend=False,
     )
 
 

@@ -22,17 +22,20 @@ class SpendConfig(AppConfig):
         from .figures import joined_bump, version_bump
 
         spend_data_changed.register(version_bump)
-        ownership_changed.register(version_bump)
+        # A claim, a rule, resources registered (in bulk too: bulk_create sends no signal): the
+        # project page's runs show how many resources each registered.
+        ownership_changed.register(joined_bump)
         # What the cached queries join, spend's and findings' alike: a name, a team, who may see
-        # a project, a run's model.
-        for model in (Team, Membership, Project, Experiment, Deployment, Model):
+        # a project, a run's model; and what the project page's runs, models and deployments
+        # show (cached by this version alone), their registered resources counted.
+        joined = (Team, Membership, Project, Experiment, Deployment, Model)
+        for model in (*joined, ExperimentResource, DeploymentResource):
             for signal in (post_save, post_delete):
                 signal.connect(joined_bump, sender=model, dispatch_uid=f"spend-{model.__name__}")
-        # What the runs' and deployments' cached GPU-hours follow: their registered resources, a
-        # host's billed resource.
-        for model in (ExperimentResource, DeploymentResource, HostMapping):
-            for signal in (post_save, post_delete):
-                signal.connect(version_bump, sender=model, dispatch_uid=f"spend-{model.__name__}")
+        # What the runs' and deployments' cached GPU-hours follow as well: a host's billed
+        # resource.
+        for signal in (post_save, post_delete):
+            signal.connect(version_bump, sender=HostMapping, dispatch_uid="spend-HostMapping")
         # A GPU's host, label or model changed by hand (an import announces its own changes,
         # new GPUs included, through the port).
         post_save.connect(_gpu_edited, sender=Gpu, dispatch_uid="spend-Gpu")

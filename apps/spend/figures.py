@@ -15,7 +15,8 @@ version becomes visible with the new data, at the commit, and never before it):
   project: who used what changed, and the re-attribution it starts bumps again when it moves
   lines);
 - a save or delete of what the cached queries join (projects, teams, memberships, runs,
-  deployments, models): names, teams and who may see what come out of the same SQL.
+  deployments, models) or of a registered resource: names, teams and who may see what come out
+  of the same SQL.
 
 On PostgreSQL the version has a second part: a sequence that every statement writing the cost
 rollups moves (a trigger, migration spend 0001), so that a write no port announces (a script, a
@@ -26,7 +27,9 @@ The counter's row stays locked from the bump to the commit, so two changing tran
 one after the other; the ports announce at the end of their work, so the wait is short.
 
 The same row holds two more parts, read with it in the one query: `joined`, moved with the
-counter by those saves and deletes only (`joined_bump`), and `findings`, moved by every change
+counter by those saves and deletes and by the `ownership_changed` port only (`joined_bump`;
+the parts of a page that show neither spend nor findings, a project's runs, models and
+deployments, are keyed by it alone), and `findings`, moved by every change
 of findings or their hours (`findings_version_bump`, called by the insights app: a recompute, a
 status change). The findings figures (apps/insights/figures.py), which read the findings tables
 only, are keyed by those two, so a change of spend leaves them cached and a change of findings
@@ -116,7 +119,10 @@ def version_bump(**_announced) -> None:
 
 def joined_bump(**_announced) -> None:
     """A save or delete of what the cached queries join (a name, a team, who may see a
-    project): every figure, spend and findings, is computed afresh."""
+    project), or of what the pages' parts without spend show (a run, a model, a deployment, a
+    registered resource): every figure, spend and findings, is computed afresh.
+
+    Takes and ignores any keyword arguments, as version_bump does."""
     _bump("value", "joined")
 
 
@@ -175,17 +181,24 @@ def cached(
     return value
 
 
-def cached_fragment(parts: dict[str, object], render: Callable[[], object]) -> object:
+def cached_fragment(
+    parts: dict[str, object], render: Callable[[], object], *, spend: bool = True
+) -> object:
     """A rendered part of a page (its HTML), cached like the figures it shows: under the data
     version, the findings' version and `parts`, which name everything else the HTML depends on
     (the URL with its query, the day, the time zone, who sees what: apps.insights.figures.
-    page_fragment builds them). A hit skips the figures and the template both."""
+    page_fragment builds them). A hit skips the figures and the template both. Without `spend`
+    (a part that shows neither spend nor findings: a project's runs, models and deployments),
+    keyed by the joined version alone, so that an import or a recompute leaves it cached."""
     if not getattr(_request, "active", False):
         return render()
     versions = versions_read()
-    parts = {**parts, "findings": versions.findings}
+    if spend:
+        parts, version = {**parts, "findings": versions.findings}, versions.data
+    else:
+        version = f"joined-{versions.joined}"
     digest = hashlib.sha256(repr(sorted(parts.items())).encode()).hexdigest()
-    key = f"{PREFIX}:{versions.data}:html:{digest}"
+    key = f"{PREFIX}:{version}:html:{digest}"
     found = cache.get(key)
     if found is not None:
         return found

@@ -10,7 +10,7 @@ from decimal import Decimal as D
 
 import pytest
 from django.core.cache import cache
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from time_machine import travel
@@ -19,7 +19,11 @@ from apps.billing.models import DailyCost
 from apps.billing.services import attribution_refresh, import_run_create, import_run_execute
 from apps.experiments.services import experiment_register
 from apps.projects.models import AllocationRule
-from apps.projects.services import ResourceWindow, allocation_rule_create
+from apps.projects.services import (
+    ResourceWindow,
+    allocation_rule_create,
+    resource_windows_replace,
+)
 from apps.spend.figures import versions_read
 
 from .conftest import NOW, at, write_bill
@@ -282,6 +286,47 @@ def test_a_run_registered_shows_in_the_project_pages_runs(staff_client, imported
     page = project_page(staff_client)
     assert '<a href="/experiments/' in page
     assert "first-light" in page
+
+
+def test_an_import_leaves_the_project_pages_runs_cached(
+    staff_client, imported, tmp_path, django_capture_on_commit_callbacks
+):
+    # The runs, models and deployments show no spend: keyed by the joined version alone, they
+    # are not read again after an import, while the spend section shows the new bill.
+    experiment_register(project=imported, external_id="run-1", changes={"name": "run-1"})
+    assert project_total(staff_client) == "$12.50"
+    february = tmp_path / "february.csv"
+    write_bill(february, [line("25", "i-train", "3.00", TRAIN, month="02")])
+    text = february.read_text().replace("2025-03-01T00:00:00Z", "2025-02-01T00:00:00Z")
+    february.write_text(text.replace("2025-04-01T00:00:00Z", "2025-03-01T00:00:00Z"))
+    with django_capture_on_commit_callbacks(execute=True):
+        load(february)
+
+    with CaptureQueriesContext(connection) as captured:
+        page = project_page(staff_client)
+    assert re.search(r'id="period-total">([^<]*)<', page).group(1) == "$15.50"
+    assert "run-1" in page
+    runs_read = [query for query in captured if '"resource_count"' in query["sql"]]
+    assert runs_read == []
+
+
+def test_resources_registered_in_bulk_show_in_the_project_pages_runs(staff_client, imported):
+    # A script's usage windows are written with bulk_create, which sends no signal: the
+    # ownership_changed port they announce moves the joined version the runs are cached by.
+    run = experiment_register(
+        project=imported, external_id="run-1", changes={"name": "run-1"}
+    ).experiment
+
+    def resources_shown() -> str:
+        page = project_page(staff_client)
+        row = re.search(r"run-1</a></th>.*?</tr>", page, re.S).group(0)
+        return re.search(r'<td class="num hide-sm">(\d+)</td>', row).group(1)
+
+    assert resources_shown() == "0"
+    windows = [ResourceWindow("i-stray", started_at=at("2025-03-11T00:00:00"))]
+    with transaction.atomic():
+        resource_windows_replace(uses=run.resources, windows=windows)
+    assert resources_shown() == "1"
 
 
 def test_the_project_page_moves_with_the_day(staff_client, imported):

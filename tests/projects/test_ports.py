@@ -9,13 +9,14 @@ from apps.digests.tasks import on_spend_data_changed as alerts_check_later
 from apps.gpu.daily import ownership_changed_handler as gpu_days_stale
 from apps.insights.tasks import on_spend_data_changed
 from apps.projects.ports import Port, ownership_changed, spend_data_changed
-from apps.spend.figures import version_bump
+from apps.spend.figures import joined_bump, version_bump
 
 
 def test_billing_the_gpu_daily_rollup_and_the_spend_figures_handle_ownership_changed():
     # Billing re-attributes; gpu marks the fleet page's daily rollup out of date; spend moves the
-    # data version its cached figures are keyed by.
-    assert ownership_changed.handlers() == (attribution_schedule, gpu_days_stale, version_bump)
+    # data version its cached figures are keyed by, and the joined one (resources registered in
+    # bulk send no signal, and the project page's runs show how many each has).
+    assert ownership_changed.handlers() == (attribution_schedule, gpu_days_stale, joined_bump)
 
 
 def test_spend_insights_and_digests_are_the_handlers_of_spend_data_changed():

@@ -275,7 +275,7 @@ def test_the_project_page_again_is_its_cached_html(staff_client, imported):
 
     assert '<section id="experiments" aria-labelledby="experiments-title">' in cached_parts(warm)
     assert cached_parts(warm) == cached_parts(cold)
-    assert (cold_queries, warm_queries) == (32, 8)
+    assert (cold_queries, warm_queries) == (31, 8)
 
 
 def test_a_run_registered_shows_in_the_project_pages_runs(staff_client, imported):

@@ -52,6 +52,7 @@ from .models import (
     Delivery,
     ImportRun,
     MonthlyCost,
+    MonthlyResourceCost,
 )
 from .normalise import SOURCE_ROWS, FocusNormaliser
 from .reader import SourceFile, read_ahead, source_inspect
@@ -656,6 +657,7 @@ def delivery_drop_lines(*, delivery: Delivery) -> None:
     MonthlyCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyProjectCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyResourceCost.objects.filter(delivery_id=delivery.pk).delete()
+    MonthlyResourceCost.objects.filter(delivery_id=delivery.pk).delete()
     DailyStorageCost.objects.filter(delivery_id=delivery.pk).delete()
     storage_summary_drop(delivery_id=delivery.pk)
     DailyModelApiCost.objects.filter(delivery_id=delivery.pk).delete()

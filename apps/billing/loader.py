@@ -32,6 +32,7 @@ from .models import (
     DailyStorageTotal,
     Delivery,
     MonthlyCost,
+    MonthlyResourceCost,
     MonthlyStorageSummary,
 )
 from .normalise import DEC, HOUR_UNITS, TEXT_SUFFIX
@@ -731,6 +732,46 @@ def monthly_rebuild(*, delivery_id: int) -> None:
         .order_by(),
     )
     project_daily_rebuild(delivery_id=delivery_id)
+    resource_monthly_rebuild(delivery_id=delivery_id)
+
+
+RESOURCE_MONTH_KEYS = [
+    "delivery_id",
+    "month",
+    "resource_id",
+    "project_id",
+    "provider_name",
+    "billing_currency",
+]
+RESOURCE_MONTH_NAMES = [
+    "resource_name",
+    "billing_account_id",
+    "sub_account_id",
+    "service_name",
+    "region_id",
+]
+
+
+def resource_monthly_rebuild(*, delivery_id: int | None) -> None:
+    """A delivery's MonthlyResourceCost rows from its daily resource rows (None: every
+    delivery's, the migration's backfill)."""
+    daily = DailyResourceCost.objects.all()
+    monthly = MonthlyResourceCost.objects.all()
+    if delivery_id is not None:
+        daily = daily.filter(delivery_id=delivery_id)
+        monthly = monthly.filter(delivery_id=delivery_id)
+    monthly.delete()
+    _insert_select(
+        MonthlyResourceCost,
+        daily.annotate(month=TruncMonth("day"))
+        .values(*RESOURCE_MONTH_KEYS)
+        .annotate(
+            effective_cost=Sum("effective_cost"),
+            billed_cost=Sum("billed_cost"),
+            **{name: Max(name) for name in RESOURCE_MONTH_NAMES},
+        )
+        .order_by(),
+    )
 
 
 def project_daily_rebuild(*, delivery_id: int | None) -> None:

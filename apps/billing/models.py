@@ -696,6 +696,42 @@ class DailyResourceCost(models.Model):
         return f"{self.day} {self.resource_id}"
 
 
+class MonthlyResourceCost(models.Model):
+    """DailyResourceCost summed per calendar month (UTC), per delivery, resource, project,
+    provider and currency: what a long range's unattributed spend reads for its whole months
+    (about a twentieth of the daily rows; the ragged ends from the days, `spend.unattributed`).
+
+    The names are each the month's largest, as the pages name a resource by the largest over its
+    rows. Rebuilt from the delivery's daily rows whenever those change (`loader.monthly_rebuild`);
+    a project deleted leaves its rows unattributed here as in the days (SET_NULL on both).
+    """
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="+")
+    month = models.DateField(help_text="The month's first day.")
+    resource_id = models.CharField(max_length=1000)
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    provider_name = models.CharField(max_length=200, blank=True)
+    billing_currency = models.CharField(max_length=10)
+    resource_name = models.CharField(max_length=1000, blank=True)
+    billing_account_id = models.CharField(max_length=200)
+    sub_account_id = models.CharField(max_length=200, blank=True)
+    service_name = models.CharField(max_length=200, blank=True)
+    region_id = models.CharField(max_length=100, blank=True)
+    effective_cost = models.DecimalField(**MONEY)
+    billed_cost = models.DecimalField(**MONEY)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["month"], name="monthlyresource_month_idx"),
+            models.Index(fields=["project", "month"], name="monthlyresource_project_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.resource_id}"
+
+
 class DailyStorageCost(models.Model):
     """UTC day × what is stored or moved: the storage and network lines, with their bytes.
 

@@ -230,6 +230,19 @@ class RollupPlan:
     months_before: date | None = None
     day_ranges: tuple[tuple[date | None, date], ...] = ()
 
+    def days(self) -> Q | None:
+        """What it reads from a daily rollup, as a filter on `day` (None: nothing)."""
+        if not self.day_ranges:
+            return None
+        return _any([Q(day__gte=start, day__lt=end) for start, end in self.day_ranges])
+
+    def whole_months(self) -> Q | None:
+        """What it reads from a monthly rollup, as a filter on `month` (None: nothing)."""
+        wanted = [Q(month__in=self.months)] if self.months else []
+        if self.months_before:
+            wanted.append(Q(month__lt=self.months_before))
+        return _any(wanted) if wanted else None
+
 
 def rollup_plan(start: date | None, end: date, cuts: tuple[date, ...] = ()) -> RollupPlan:
     months: list[date] = []
@@ -286,15 +299,10 @@ def rollup_query(
         return daily_shaped(q, shape, period)
     plan = rollup_plan(period.start, period.end, cuts)
     parts = []
-    if plan.day_ranges:
-        days = [Q(day__gte=a, day__lt=b) for a, b in plan.day_ranges]
-        parts.append(daily_shaped(q & _any(days), shape))
-    if plan.months or plan.months_before:
-        months = MonthlyCost.objects.filter(q)
-        wanted = [Q(month__in=plan.months)] if plan.months else []
-        if plan.months_before:
-            wanted.append(Q(month__lt=plan.months_before))
-        parts.append(shape(months.filter(_any(wanted)).annotate(day=F("month"))))
+    if (days := plan.days()) is not None:
+        parts.append(daily_shaped(q & days, shape))
+    if (months := plan.whole_months()) is not None:
+        parts.append(shape(MonthlyCost.objects.filter(q & months).annotate(day=F("month"))))
     if not parts:
         return None
     return parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]

@@ -374,6 +374,7 @@ FOCUS = [
     "ServiceCategory",
     "RegionId",
     "ResourceId",
+    "ResourceName",
     "Tags",
 ]
 

@@ -755,40 +755,46 @@ RESOURCE_MONTH_NAMES = [
 def resource_monthly_rebuild(*, delivery_id: int | None) -> None:
     """A delivery's MonthlyResourceCost rows from its daily resource rows (None: every
     delivery's, the migration's backfill)."""
-    daily = DailyResourceCost.objects.all()
-    monthly = MonthlyResourceCost.objects.all()
-    if delivery_id is not None:
-        daily = daily.filter(delivery_id=delivery_id)
-        monthly = monthly.filter(delivery_id=delivery_id)
-    monthly.delete()
-    _insert_select(
+    _summed_rebuild(
         MonthlyResourceCost,
-        daily.annotate(month=TruncMonth("day"))
-        .values(*RESOURCE_MONTH_KEYS)
-        .annotate(
-            effective_cost=Sum("effective_cost"),
-            billed_cost=Sum("billed_cost"),
-            **{name: Max(name) for name in RESOURCE_MONTH_NAMES},
-        )
-        .order_by(),
+        DailyResourceCost,
+        delivery_id,
+        lambda daily: (
+            daily.annotate(month=TruncMonth("day"))
+            .values(*RESOURCE_MONTH_KEYS)
+            .annotate(
+                effective_cost=Sum("effective_cost"),
+                billed_cost=Sum("billed_cost"),
+                **{name: Max(name) for name in RESOURCE_MONTH_NAMES},
+            )
+            .order_by()
+        ),
     )
 
 
 def project_daily_rebuild(*, delivery_id: int | None) -> None:
     """A delivery's DailyProjectCost rows from its daily rows (None: every delivery's, the
     migration's backfill)."""
-    daily = DailyCost.objects.all()
-    project_daily = DailyProjectCost.objects.all()
-    if delivery_id is not None:
-        daily = daily.filter(delivery_id=delivery_id)
-        project_daily = project_daily.filter(delivery_id=delivery_id)
-    project_daily.delete()
-    _insert_select(
+    _summed_rebuild(
         DailyProjectCost,
-        daily.values(*PROJECT_KEYS)
-        .annotate(**{name: Sum(name) for name in MONTHLY_SUMS})
-        .order_by(),
+        DailyCost,
+        delivery_id,
+        lambda daily: (
+            daily.values(*PROJECT_KEYS)
+            .annotate(**{name: Sum(name) for name in MONTHLY_SUMS})
+            .order_by()
+        ),
     )
+
+
+def _summed_rebuild(target, source, delivery_id: int | None, summed) -> None:
+    """Replace `target`'s rows of a delivery (None: of every delivery) by what `summed` (a
+    grouped values() query, its names the target's columns) makes of `source`'s."""
+    rows, old = source.objects.all(), target.objects.all()
+    if delivery_id is not None:
+        rows, old = rows.filter(delivery_id=delivery_id), old.filter(delivery_id=delivery_id)
+    old.delete()
+    _insert_select(target, summed(rows))
 
 
 def _insert_select(model, queryset) -> None:

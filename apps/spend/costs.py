@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from decimal import Decimal
 
-from django.db.models import Q, Sum
+from django.db.models import Q, QuerySet, Sum
 
 from apps.deployments.models import Deployment, TrafficHour
 from apps.experiments.models import Experiment
@@ -84,19 +84,15 @@ def experiment_costs(
     history is a few hundred rows), then the runs' names and statuses by id: the two grouped
     queries it replaced joined every daily row of the period to its run, twice (14 ms over all
     time for the benchmark's largest project)."""
-    amounts = _owner_amounts(
-        scope.q() & Q(billing_currency=scope.currency, experiment__isnull=False),
+    amounts, runs = _owners_ranked(
+        scope,
         period,
-        "experiment_id",
+        Experiment.objects.values(
+            "pk", "name", "kind", "status", "project__name", "started_at", "ended_at"
+        ),
     )
-    runs = cached_rows(
-        Experiment.objects.filter(pk__in=sorted(amounts))
-        .values("pk", "name", "kind", "status", "project__name", "started_at", "ended_at")
-        .order_by()
-    )
-    ranked = sorted(runs, key=lambda run: (-amounts[run["pk"]], run["name"], run["pk"]))
     total = sum(amounts.values(), ZERO)
-    listed = ranked[:limit] if limit is not None else ranked
+    listed = runs[:limit] if limit is not None else runs
     ids = [run["pk"] for run in listed]
     hours = (
         # Cached with the runs they are for: GPU metrics, registrations and host mappings all
@@ -137,18 +133,22 @@ def experiment_costs(
     )
 
 
-def _owner_amounts(q: Q, period: Period, owner: str) -> dict[int, Decimal]:
-    """Spend per owner (`experiment_id` or `deployment_id`) of the rows of `q` in the period,
-    every owner with a row in it (an amount may be zero)."""
+def _owners_ranked(
+    scope: SpendScope, period: Period, owners: QuerySet
+) -> tuple[dict[int, Decimal], list[dict]]:
+    """Spend per run or deployment (`owners`: values() of Experiment or Deployment with `pk` and
+    `name`) of the scope's rows in the period, and those owners, costliest first, ties by name
+    then id: every owner with a row in the period (an amount may be zero)."""
+    owner = f"{owners.model._meta.model_name}_id"
     amounts: dict[int, Decimal] = defaultdict(Decimal)
-    rows = rollup_rows(
-        q,
+    for row in rollup_rows(
+        scope.q() & Q(billing_currency=scope.currency, **{f"{owner}__isnull": False}),
         period,
         lambda rows: rows.values(owner).annotate(amount=Sum("effective_cost")).order_by(),
-    )
-    for row in rows:
+    ):
         amounts[row[owner]] += row["amount"]
-    return amounts
+    named = cached_rows(owners.filter(pk__in=sorted(amounts)).order_by())
+    return amounts, sorted(named, key=lambda row: (-amounts[row["pk"]], row["name"], row["pk"]))
 
 
 def _owner_rows(scope: SpendScope, period: Period):
@@ -180,17 +180,9 @@ def deployment_costs(
     """Deployments with spend in the period, costliest first (ties by name, then id), with the
     requests they served in it (where their serving stack reports traffic) and their measured
     GPU-hours; read as experiment_costs reads the runs."""
-    amounts = _owner_amounts(
-        scope.q() & Q(billing_currency=scope.currency, deployment__isnull=False),
-        period,
-        "deployment_id",
+    amounts, ranked = _owners_ranked(
+        scope, period, Deployment.objects.values("pk", "name", "model__name", "project__name")
     )
-    deployments = cached_rows(
-        Deployment.objects.filter(pk__in=sorted(amounts))
-        .values("pk", "name", "model__name", "project__name")
-        .order_by()
-    )
-    ranked = sorted(deployments, key=lambda row: (-amounts[row["pk"]], row["name"], row["pk"]))
     rows = ranked[:limit] if limit is not None else ranked
     ids = [row["pk"] for row in rows]
     traffic = {}

@@ -56,6 +56,15 @@ def load(path) -> None:
     assert run.status == "succeeded", run.error
 
 
+def load_february(tmp_path) -> None:
+    """A February delivery of 3.00 tagged to Image ranking (on the 25th)."""
+    february = tmp_path / "february.csv"
+    write_bill(february, [line("25", "i-train", "3.00", TRAIN, month="02")])
+    text = february.read_text().replace("2025-03-01T00:00:00Z", "2025-02-01T00:00:00Z")
+    february.write_text(text.replace("2025-04-01T00:00:00Z", "2025-03-01T00:00:00Z"))
+    load(february)
+
+
 @pytest.fixture
 def imported(organization, frozen, project, tmp_path, django_capture_on_commit_callbacks):
     """Image ranking's 12.50 tagged line, 10.00 on i-stray and 1.00 on i-other unattributed."""
@@ -114,12 +123,8 @@ def test_an_import_shows_on_the_next_load(
 ):
     assert spend(staff_client) == BEFORE
     assert project_total(staff_client) == "$12.50"
-    february = tmp_path / "february.csv"
-    write_bill(february, [line("25", "i-train", "3.00", TRAIN, month="02")])
-    text = february.read_text().replace("2025-03-01T00:00:00Z", "2025-02-01T00:00:00Z")
-    february.write_text(text.replace("2025-04-01T00:00:00Z", "2025-03-01T00:00:00Z"))
     with django_capture_on_commit_callbacks(execute=True):
-        load(february)
+        load_february(tmp_path)
     assert spend(staff_client) == {"Image ranking": D("15.50"), "unattributed": D("11.00")}
     assert project_total(staff_client) == "$15.50"
 
@@ -295,12 +300,8 @@ def test_an_import_leaves_the_project_pages_runs_cached(
     # are not read again after an import, while the spend section shows the new bill.
     experiment_register(project=imported, external_id="run-1", changes={"name": "run-1"})
     assert project_total(staff_client) == "$12.50"
-    february = tmp_path / "february.csv"
-    write_bill(february, [line("25", "i-train", "3.00", TRAIN, month="02")])
-    text = february.read_text().replace("2025-03-01T00:00:00Z", "2025-02-01T00:00:00Z")
-    february.write_text(text.replace("2025-04-01T00:00:00Z", "2025-03-01T00:00:00Z"))
     with django_capture_on_commit_callbacks(execute=True):
-        load(february)
+        load_february(tmp_path)
 
     with CaptureQueriesContext(connection) as captured:
         page = project_page(staff_client)

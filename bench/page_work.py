@@ -2,11 +2,12 @@
 
 On a shared machine a page's time moves by half from one run to the next, more than most changes
 move it. This counts what does not move: for one cold request of each page (the data version
-bumped first, as bench/attribution_pages.py's *cold*), the Python function calls it makes
-(cProfile's count) and the PostgreSQL buffers its statements touch (the shared blocks of each
-SELECT run again under EXPLAIN ANALYZE BUFFERS, after the request, so the request's own time is
-not measured here), and its queries. Run it on the code before and after a change, against the
-same database bench/attribution_org.py filled:
+bumped first, as bench/attribution_pages.py's *cold* and as an import's commit bumps it: what
+shows no spend, a project's runs, stays cached, as it does after an import), the Python
+function calls it makes (cProfile's count) and the PostgreSQL buffers its statements touch (the
+shared blocks of each SELECT run again under EXPLAIN ANALYZE BUFFERS, after the request, so the
+request's own time is not measured here), and its queries. Run it on the code before and after
+a change, against the same database bench/attribution_org.py filled:
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/costsite_bench \\
         python bench/page_work.py --label after

@@ -7,7 +7,7 @@ attributed while the server loads this one; at most two batches are in memory.
 import contextlib
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
 from queue import Queue
@@ -15,8 +15,19 @@ from queue import Queue
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
-from django.db import connection
-from django.db.models import Case, Count, DecimalField, F, Max, Q, Sum, Value, When
+from django.db import connection, models
+from django.db.models import (
+    Case,
+    Count,
+    DecimalField,
+    F,
+    Max,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce, Lower, TruncDate, TruncMonth
 
 from .model_api_rollup import ModelApiRollup, model_api_rollup_rebuild
@@ -756,10 +767,10 @@ def resource_monthly_rebuild(*, delivery_id: int | None) -> None:
     """A delivery's MonthlyResourceCost rows from its daily resource rows (None: every
     delivery's, the migration's backfill)."""
     _summed_rebuild(
-        MonthlyResourceCost,
-        DailyResourceCost,
-        delivery_id,
-        lambda daily: (
+        target=MonthlyResourceCost,
+        source=DailyResourceCost,
+        delivery_id=delivery_id,
+        summed=lambda daily: (
             daily.annotate(month=TruncMonth("day"))
             .values(*RESOURCE_MONTH_KEYS)
             .annotate(
@@ -776,10 +787,10 @@ def project_daily_rebuild(*, delivery_id: int | None) -> None:
     """A delivery's DailyProjectCost rows from its daily rows (None: every delivery's, the
     migration's backfill)."""
     _summed_rebuild(
-        DailyProjectCost,
-        DailyCost,
-        delivery_id,
-        lambda daily: (
+        target=DailyProjectCost,
+        source=DailyCost,
+        delivery_id=delivery_id,
+        summed=lambda daily: (
             daily.values(*PROJECT_KEYS)
             .annotate(**{name: Sum(name) for name in MONTHLY_SUMS})
             .order_by()
@@ -787,7 +798,13 @@ def project_daily_rebuild(*, delivery_id: int | None) -> None:
     )
 
 
-def _summed_rebuild(target, source, delivery_id: int | None, summed) -> None:
+def _summed_rebuild(
+    *,
+    target: type[models.Model],
+    source: type[models.Model],
+    delivery_id: int | None,
+    summed: Callable[[QuerySet], QuerySet],
+) -> None:
     """Replace `target`'s rows of a delivery (None: of every delivery) by what `summed` (a
     grouped values() query, its names the target's columns) makes of `source`'s."""
     rows, old = source.objects.all(), target.objects.all()

@@ -699,7 +699,8 @@ class DailyResourceCost(models.Model):
 class MonthlyResourceCost(models.Model):
     """DailyResourceCost summed per calendar month (UTC), per delivery, resource, project,
     provider and currency: what a long range's unattributed spend reads for its whole months
-    (about a twentieth of the daily rows; the ragged ends from the days, `spend.unattributed`).
+    (about a twenty-fourth of the daily rows, a sixteenth of the unattributed ones at the
+    benchmark's 10M lines; the ragged ends from the days, `spend.unattributed`).
 
     The names are each the month's largest, as the pages name a resource by the largest over its
     rows. Rebuilt from the delivery's daily rows whenever those change (`loader.monthly_rebuild`);
@@ -724,7 +725,9 @@ class MonthlyResourceCost(models.Model):
 
     class Meta:
         indexes = [
+            # The overview's unattributed list and summary: a period's whole months.
             models.Index(fields=["month"], name="monthlyresource_month_idx"),
+            # A project's resources over long ranges (and the SET_NULL of a deleted project).
             models.Index(fields=["project", "month"], name="monthlyresource_project_idx"),
         ]
 

@@ -147,8 +147,10 @@ def _owners_ranked(
         lambda rows: rows.values(owner).annotate(amount=Sum("effective_cost")).order_by(),
     ):
         amounts[row[owner]] += row["amount"]
-    named = cached_rows(owners.filter(pk__in=sorted(amounts)).order_by())
-    return amounts, sorted(named, key=lambda row: (-amounts[row["pk"]], row["name"], row["pk"]))
+    # Named in the database's order of names (its collation), then ranked by amount, which a
+    # stable sort does without reordering ties: as the one grouped query ordered them before.
+    named = cached_rows(owners.filter(pk__in=sorted(amounts)).order_by("name", "pk"))
+    return amounts, sorted(named, key=lambda row: -amounts[row["pk"]])
 
 
 def _owner_rows(scope: SpendScope, period: Period):

@@ -32,9 +32,10 @@ the parts of a page that show neither spend nor findings, a project's runs, mode
 deployments, are keyed by it alone), and `findings`, moved by every change
 of findings or their hours (`findings_version_bump`, called by the insights app: a recompute, a
 status change). The findings figures (apps/insights/figures.py), which read the findings tables
-only, are keyed by those two, so a change of spend leaves them cached and a change of findings
-leaves the spend figures cached; the pages' parts cached as HTML show both and are keyed by the
-data version and the findings' version.
+only, are keyed by those two, so a change of spend leaves them cached (but not a change of who
+owns what: a claim, a rule or a registration moves `joined` too, and its re-attribution the
+findings after it) and a change of findings leaves the spend figures cached; the pages' parts
+cached as HTML show both and are keyed by the data version and the findings' version.
 
 The versions are read once per request (the first cached query reads them, the rest of the
 request reuses them: one query, and one consistent set of figures). Outside a request (a task, a

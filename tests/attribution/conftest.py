@@ -38,7 +38,7 @@ import pytest
 import time_machine
 
 from apps.accounts.models import Organization
-from apps.billing.loader import monthly_rebuild
+from apps.billing.loader import monthly_rebuild, resource_monthly_rebuild
 from apps.billing.models import DailyCost, DailyResourceCost, Delivery
 from apps.deployments.models import TrafficHour
 from apps.experiments.models import Experiment
@@ -145,7 +145,9 @@ def resource_rollup(
     currency: str = "USD",
     name: str = "",
 ) -> DailyResourceCost:
-    return DailyResourceCost.objects.create(
+    """A resource's day, and its delivery's resource months rebuilt (as an import rebuilds
+    them), which long ranges read."""
+    row = DailyResourceCost.objects.create(
         delivery=delivery,
         day=day,
         resource_id=resource_id,
@@ -163,6 +165,8 @@ def resource_rollup(
         billed_cost=Decimal(amount),
         line_items=1,
     )
+    resource_monthly_rebuild(delivery_id=delivery.pk)
+    return row
 
 
 @dataclass

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from time_machine import travel
 
-from apps.billing.models import DailyCost
+from apps.billing.models import DailyCost, MonthlyResourceCost
 from apps.billing.services import attribution_refresh, import_run_create, import_run_execute
 from apps.experiments.services import experiment_register
 from apps.projects.models import AllocationRule
@@ -247,6 +247,12 @@ def test_the_version_others_read_moves_only_when_the_change_commits(imported):
 def test_a_write_to_the_rollups_no_port_announces_moves_the_version_at_once(imported):
     before = versions_read().data
     DailyCost.objects.filter(project=None).update(project=imported)
+    assert versions_read().data != before
+
+
+def test_a_repair_of_the_resource_months_alone_moves_the_version_at_once(imported):
+    before = versions_read().data
+    MonthlyResourceCost.objects.filter(project=None).update(project=imported)
     assert versions_read().data != before
 
 

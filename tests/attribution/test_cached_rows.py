@@ -50,6 +50,9 @@ def queries() -> dict:
         "a constant column": march.values("cost_kind")
         .annotate(part=Value("this"), amount=Sum("billed_cost"))
         .order_by("cost_kind"),
+        "distinct, ordered by a column it leaves out": usd.values("workload")
+        .distinct()
+        .order_by("day"),
         "model rows by id": Experiment.objects.filter(pk__in=[0])
         .values("pk", "name")
         .union(Experiment.objects.values("pk", "name"), all=True)
@@ -89,3 +92,14 @@ def test_a_filter_that_matches_nothing_is_no_rows_and_no_sql(bill, in_a_request)
     with CaptureQueriesContext(connection) as captured:
         assert cached_rows(DailyCost.objects.filter(Q(pk__in=[])).values("day")) == []
     assert len(captured) == 0
+
+
+def test_an_outer_statement_groups_the_parts_of_a_union(bill, in_a_request):
+    union = queries()["months and days in one statement"]
+    summed: dict[str, Decimal] = {}
+    for row in union:
+        summed[row["workload"]] = summed.get(row["workload"], Decimal(0)) + row["amount"]
+    outer = "SELECT workload, SUM(amount) FROM parts GROUP BY workload ORDER BY workload"
+    rows = cached_rows(union, outer=outer)
+    assert rows == [{"workload": key, "amount": summed[key]} for key in sorted(summed)]
+    assert len(rows) < len(list(union))  # a workload in both parts is one row

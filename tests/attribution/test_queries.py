@@ -139,9 +139,9 @@ def grow(bill, team) -> None:
                 )
             )
     DailyCost.objects.bulk_create(rows)
+    DailyResourceCost.objects.bulk_create(resources)
     for delivery in (bill.march, bill.february):
         monthly_rebuild(delivery_id=delivery.pk)
-    DailyResourceCost.objects.bulk_create(resources)
     GpuHour.objects.bulk_create(gpu_hours)
 
 

@@ -147,8 +147,9 @@ def days_ranking(period: Period, provider: str = "") -> list[dict]:
     return list(unattributed_ranked(period=period, currency="USD", provider=provider, detail=False))
 
 
-def days_names(period: Period) -> dict[str, dict]:
-    rows = unattributed_ranked(period=period, currency="USD").values("resource_id")
+def days_names(period: Period, provider: str = "") -> dict[str, dict]:
+    rows = unattributed_ranked(period=period, currency="USD", provider=provider)
+    rows = rows.values("resource_id")
     return {
         row.pop("resource_id"): row
         for row in rows.annotate(**NAMES).values("resource_id", *NAMES).order_by()
@@ -163,7 +164,8 @@ def test_a_periods_ranking_and_names_are_its_days(bill, period, provider):
     ids = [row["resource_id"] for row in ranking]
     if ids:
         names = _names(ids, period=period, currency="USD", provider=provider)
-        assert names == {key: value for key, value in days_names(period).items() if key in ids}
+        expected = days_names(period, provider)
+        assert names == {key: value for key, value in expected.items() if key in ids}
 
 
 def test_the_overviews_list_and_the_summary_over_all_time(bill):

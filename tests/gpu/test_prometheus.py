@@ -1,8 +1,11 @@
 """Prometheus query_range responses: read whole or streamed, NaN and Inf as missing, errors that
 say where.
 
-Every test runs twice: with the response read whole and decoded by msgspec (what a response up to
-WHOLE_LIMIT gets), and streamed by ijson (a larger one), so both say the same.
+Every test runs three ways, so all say the same: with the response read whole, its points read
+as columns by Arrow where they are written as Prometheus writes them (what a response up to
+WHOLE_LIMIT gets); read whole with every point decoded by msgspec (what other writing gets);
+and streamed by ijson (a larger response). The responses are written compactly, as Prometheus
+writes them.
 """
 
 import json
@@ -41,7 +44,8 @@ def response(*series: tuple[dict, list]) -> str:
                 "resultType": "matrix",
                 "result": [{"metric": meta, "values": values} for meta, values in series],
             },
-        }
+        },
+        separators=(",", ":"),
     )
 
 
@@ -49,8 +53,10 @@ def points(*pairs: tuple[int, str]) -> list:
     return [[T10 + offset, value] for offset, value in pairs]
 
 
-@pytest.fixture(autouse=True, params=["whole", "streamed"])
+@pytest.fixture(autouse=True, params=["whole", "decoded", "streamed"])
 def read_as(request, monkeypatch) -> str:
+    if request.param == "decoded":
+        monkeypatch.setattr(prometheus, "_points_columns", lambda raw: None)
     if request.param == "streamed":
         monkeypatch.setattr(prometheus, "WHOLE_LIMIT", 0)
     return request.param

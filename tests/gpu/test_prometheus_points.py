@@ -79,6 +79,9 @@ def test_points_as_prometheus_writes_them_are_read_as_the_decoder_reads_them():
         b'[[1,2],[3,"4"]]',  # a value that is a number
         b'[["1","2"]]',  # a time that is a string
         b'[[1,"2"],[3,"4","5"]]',
+        b'[[1,"2"],[3,"4","[5],6"]]',  # as many fields and brackets as three points
+        b'[[1,"2"],[3,"[4,5],6"]]',
+        b'[[1,"],[2"]]',
         b'[[1, "2"]]',  # written with a space
         b'[[1,"\\u0032"]]',  # an escape
         b'[[1e400,"2"]]',  # a time no double holds

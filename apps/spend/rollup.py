@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
-from django.core.exceptions import EmptyResultSet, FieldError
-from django.db import connection
+from django.core.exceptions import FieldError
 from django.db.models import (
     DecimalField,
     F,
@@ -319,37 +318,6 @@ def daily_shaped(
         return shape(_in_period(DailyProjectCost.objects.filter(q), period))
     except FieldError:
         return shape(_in_period(DailyCost.objects.filter(q), period))
-
-
-def _with_owner_models(query: QuerySet) -> list[dict]:
-    """The rows of a grouped values() query that has `experiment_id` and `deployment_id`, each
-    with the model its run produced (`experiment__model_id`) and its deployment serves
-    (`deployment__model_id`), joined after the grouping: to the few hundred groups rather than
-    to every rollup row (joining before was a third of the query's time on the benchmark).
-    Amounts come back as the ORM would return them (its converters, e.g. SQLite's decimals)."""
-    compiler = query.query.get_compiler(using=query.db)
-    try:
-        sql, params = compiler.as_sql()
-    except EmptyResultSet:  # a filter that matches nothing (someone who sees no project)
-        return []
-    converters = compiler.get_converters([expression for expression, *_ in compiler.select])
-    inner = query.query
-    names = [*inner.extra_select, *inner.values_select, *inner.annotation_select]
-    quote = connection.ops.quote_name
-    sql = (
-        f"SELECT grouped.*, runs.model_id, deployments.model_id FROM ({sql}) grouped "
-        f"LEFT JOIN {quote(Experiment._meta.db_table)} runs "
-        "ON runs.id = grouped.experiment_id "
-        f"LEFT JOIN {quote(Deployment._meta.db_table)} deployments "
-        "ON deployments.id = grouped.deployment_id"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    if converters:
-        rows = compiler.apply_converters(rows, converters)
-    keys = [*names, "experiment__model_id", "deployment__model_id"]
-    return [dict(zip(keys, row, strict=True)) for row in rows]
 
 
 def _any(conditions: list[Q]) -> Q:

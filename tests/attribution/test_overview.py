@@ -6,7 +6,9 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from .conftest import BUCKET
+from tests.factories import ExperimentFactory, ModelFactory
+
+from .conftest import BUCKET, rollup
 
 pytestmark = pytest.mark.django_db
 D = Decimal
@@ -157,6 +159,26 @@ def test_top_movers_compare_with_the_period_before(staff_client, bill):
     ]
     assert [(c.name, c.change) for c in context["deployment_movers"]] == [
         ("ranker-prod", D("30.00"))
+    ]
+
+
+def test_the_movers_are_the_largest_changes_and_a_tie_keeps_the_older_runs(staff_client, bill):
+    # Seven more runs of a new model, each 300.00 up from nothing: more than mt-big's 260.00. The
+    # page shows five runs; of seven equal changes the five oldest, then in the order of names.
+    big = ModelFactory(project=bill.vision_project, name="big")
+    for letter in "gfedcba":  # created last to first by name
+        run = ExperimentFactory(project=bill.vision_project, name=f"run-{letter}", model=big)
+        rollup(bill.march, date(2025, 3, 10), "300.00", project=bill.vision_project, experiment=run)
+
+    context = overview(staff_client).context
+
+    assert [(c.name, c.change) for c in context["experiment_movers"]] == [
+        (f"run-{letter}", D("300.00")) for letter in "cdefg"
+    ]
+    assert [(item.name, item.amount) for item in context["models"].items] == [
+        ("big", D("2100.00")),
+        ("mt", D("280.00")),
+        ("ranker", D("190.00")),
     ]
 
 

@@ -1,30 +1,27 @@
 """Who drives the spend: changes against the period before, movers and Pareto."""
 
+import functools
+import operator
 from dataclasses import dataclass
+from datetime import date
 from decimal import Decimal
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import (
-    Case,
-    F,
-    Q,
-    QuerySet,
-    Sum,
-    Value,
-    When,
-)
+from django.db.models import F, Q, QuerySet, Sum
 
+from apps.billing.models import DailyCost, MonthlyCost
 from apps.deployments.models import Deployment, Model
 from apps.experiments.models import Experiment
 from apps.projects.models import Project
 
 from .figures import cached
-from .filters import Period
+from .filters import Period, month_start, next_month_start
 from .rollup import (
     MONEY,
     PARETO_SHARE,
     ZERO,
+    ZERO_MONEY,
     SpendScope,
     rollup_query,
 )
@@ -51,13 +48,97 @@ class Change:
         return self.change / self.previous if self.previous else None
 
 
-def _current_and_previous(period: Period) -> dict:
-    current = Case(When(day__gte=period.start, then=F("effective_cost")), default=Value(ZERO))
-    previous = Case(When(day__lt=period.start, then=F("effective_cost")), default=Value(ZERO))
-    return {
-        "current": Sum(current, output_field=MONEY),
-        "previous": Sum(previous, output_field=MONEY),
-    }
+OWNER_KEYS = ("project_id", "experiment_id", "deployment_id")
+
+
+@dataclass(frozen=True)
+class _Days:
+    """Days [start, end) of the daily rollup, counted `current` and `previous` times (1, 0, -1)."""
+
+    start: date
+    end: date
+    current: int
+    previous: int
+
+
+def two_periods_plan(start: date, cut: date, end: date) -> tuple[dict[date, str], list[_Days]]:
+    """How to read a period, [cut, end), and the one before, [start, cut): the months read whole
+    from the monthly rollup, each counted to one side ("current" or "previous"), and days.
+
+    A month the range holds whole on one side is read whole. One it holds in part, or that the
+    cut splits, is read as its days in the range, unless fewer days are read by counting the
+    whole month to the side that holds more of its days and correcting it by the rest of its
+    days: those on the other side moved there, those outside the range taken out. A 30-day
+    period and the one before, read from 61 days of rows, then read 11 days and two months.
+    """
+    months: dict[date, str] = {}
+    days: list[_Days] = []
+    month = month_start(start)
+    while month < end:
+        following = next_month_start(month)
+        before = (max(month, start), min(following, cut))
+        after = (max(month, cut), min(following, end))
+        held = {
+            "previous": max((before[1] - before[0]).days, 0),
+            "current": max((after[1] - after[0]).days, 0),
+        }
+        side = max(held, key=lambda name: (held[name], name == "current"))
+        other = "previous" if side == "current" else "current"
+        whole = (following - month).days
+        if held[side] == whole:
+            months[month] = side
+        elif whole - held[side] < held[side] + held[other]:
+            months[month] = side
+            for outside in ((month, max(month, start)), (min(following, end), following)):
+                days.append(_Days(*outside, **{side: -1, other: 0}))
+            if held[other]:
+                moved = after if side == "previous" else before
+                days.append(_Days(*moved, **{side: -1, other: 1}))
+        else:
+            if held["previous"]:
+                days.append(_Days(*before, current=0, previous=1))
+            if held["current"]:
+                days.append(_Days(*after, current=1, previous=0))
+        month = following
+    return months, [piece for piece in days if piece.start < piece.end]
+
+
+def _two_periods_query(q: Q, start: date, cut: date, end: date) -> QuerySet:
+    """The spend of `q` by project, run and deployment in [cut, end) (`current`) and [start,
+    cut) (`previous`), read as two_periods_plan says: one part per side of whole months and
+    per kind of days (UNION ALL; _owner_sums adds the parts up)."""
+    months, days = two_periods_plan(start, cut, end)
+
+    def counted(times: int):
+        if times == 0:
+            return ZERO_MONEY
+        amount = F("effective_cost") if times == 1 else -F("effective_cost")
+        return Sum(amount, output_field=MONEY)
+
+    parts = []
+    for side in ("current", "previous"):
+        wanted = [month for month, counted_to in months.items() if counted_to == side]
+        if wanted:
+            rows = MonthlyCost.objects.filter(q & Q(month__in=wanted))
+            parts.append(
+                rows.values(*OWNER_KEYS)
+                .annotate(current=counted(side == "current"), previous=counted(side == "previous"))
+                .order_by()
+            )
+    kinds = sorted({(piece.current, piece.previous) for piece in days}, reverse=True)
+    for current, previous in kinds:
+        ranges = [
+            Q(day__gte=piece.start, day__lt=piece.end)
+            for piece in days
+            if (piece.current, piece.previous) == (current, previous)
+        ]
+        rows = DailyCost.objects.filter(q & functools.reduce(operator.or_, ranges))
+        parts.append(
+            rows.values(*OWNER_KEYS)
+            .annotate(current=counted(current), previous=counted(previous))
+            .order_by()
+        )
+    return parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
 
 
 def movers(changes: list["Change"], *, limit: int | None = 10) -> list["Change"]:
@@ -107,22 +188,19 @@ def spend_changes(
     without `models` the models' spend is left empty (a project page shows none).
     """
     previous = period.previous
-    sums = (
-        _current_and_previous(period)
-        if previous
-        else {
-            "current": Sum("effective_cost"),
-            "previous": Value(ZERO, output_field=MONEY),
-        }
-    )
-    query = rollup_query(
-        scope.q() & Q(billing_currency=scope.currency),
-        Period(previous.start, period.end) if previous else period,
-        lambda rows: (
-            rows.values("project_id", "experiment_id", "deployment_id").annotate(**sums).order_by()
-        ),
-        cuts=(period.start,) if previous else (),
-    )
+    q = scope.q() & Q(billing_currency=scope.currency)
+    if previous:
+        query = _two_periods_query(q, previous.start, period.start, period.end)
+    else:
+        query = rollup_query(
+            q,
+            period,
+            lambda rows: (
+                rows.values(*OWNER_KEYS)
+                .annotate(current=Sum("effective_cost"), previous=ZERO_MONEY)
+                .order_by()
+            ),
+        )
     if query is None:
         return _changes([], names_for=names_for)
 

@@ -203,16 +203,25 @@ def spend_changes(
         )
     if query is None:
         return _changes([], names_for=names_for)
+    compiler = query.query.get_compiler(using=query.db)
+    try:
+        compiled = compiler.as_sql()
+    except EmptyResultSet:  # a filter that matches nothing (someone who sees no project)
+        return _changes([], names_for=names_for)
 
     def compute() -> SpendChanges:
-        return _changes(_owner_sums(query, limit=names_for, models=models), names_for=names_for)
+        sums = _owner_sums(query, compiler, compiled, limit=names_for, models=models)
+        return _changes(sums, names_for=names_for)
 
     # Cached whole, names included (a rename moves the data version as a change of spend does):
     # a warm page then looks up no name and adds up no row.
-    return cached(f"spend-changes:{names_for}:{models}", query, compute)
+    tag = f"spend-changes:{names_for}:{models}"
+    return cached(tag, query, compute, compiled=compiled)
 
 
-def _owner_sums(query: QuerySet, *, limit: int | None, models: bool) -> list[tuple]:
+def _owner_sums(
+    query: QuerySet, compiler, compiled: tuple[str, tuple], *, limit: int | None, models: bool
+) -> list[tuple]:
     """`query`'s rows (by project, run and deployment, a key in each part of its UNION ALL)
     summed by the database, as (kind, pk, current, previous): every project's; the `limit`
     runs and the `limit` deployments whose spend changed most (all that changed, with None),
@@ -222,12 +231,9 @@ def _owner_sums(query: QuerySet, *, limit: int | None, models: bool) -> list[tup
 
     Adding up the few thousand groups in Python, by project, run, deployment and model, took a
     tenth of a cold 12-month overview; this returns a few hundred rows. Amounts come back as
-    the ORM gives them (its converters: SQLite's decimals)."""
-    compiler = query.query.get_compiler(using=query.db)
-    try:
-        sql, params = compiler.as_sql()
-    except EmptyResultSet:  # a filter that matches nothing (someone who sees no project)
-        return []
+    the ORM gives them (its converters: SQLite's decimals). `compiler` and `compiled` are the
+    query's compiler and its SQL and parameters."""
+    sql, params = compiled
     quote = connection.ops.quote_name
     current, previous = quote("current"), quote("previous")
     ranked = "" if limit is None else f" LIMIT {int(limit)}"

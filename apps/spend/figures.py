@@ -161,18 +161,21 @@ def cached(
     compute: Callable[[], object],
     *,
     findings: bool = False,
+    compiled: tuple[str, tuple] | None = None,
 ) -> object:
     """`compute()`'s result for `query` (what it runs: a query, or the parts of one statement),
     from the cache when the data version is the one it was computed under. `tag` names what
     `compute` makes of the query's rows, so two computations over one query never share an
     entry. With `findings` (a query of the findings tables, and of the projects and teams it
-    filters by), keyed by the findings' version and the joined one instead."""
+    filters by), keyed by the findings' version and the joined one instead. `compiled` is the
+    query's SQL and parameters where the caller has compiled it to run it: it is not compiled
+    again for the key."""
     if not getattr(_request, "active", False):
         return compute()
     versions = versions_read()
     version = f"findings-{versions.findings}.{versions.joined}" if findings else versions.data
     try:
-        key = _key(tag, query, version)
+        key = _compiled_key(tag, [compiled], version) if compiled else _key(tag, query, version)
     except EmptyResultSet:
         # A filter that matches nothing (`__in=[]`) compiles to no SQL: nothing to read or key.
         return compute()

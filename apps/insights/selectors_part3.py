@@ -13,6 +13,8 @@ from apps.billing.models import CostKind, DailyCost
 from apps.experiments.models import Experiment
 from apps.projects.selectors import visible_project_ids
 from apps.spend.figures import cached_rows
+from apps.spend.filters import Period
+from apps.spend.rollup import rollup_rows
 
 from .models import Finding, Kind
 from .selectors import period_sums
@@ -47,28 +49,33 @@ class FailedShare:
         return (self.failed / self.training * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
 
 
-def project_failed_share(*, project, start: date | None, end: date | None) -> list[FailedShare]:
-    """A project's failed runs' spend in `[start, end)` (open at an end that is None: all
-    time) against its training and fine-tuning spend in the same days, per currency, both from
-    the daily rollup in one grouped query (the failed runs' spend there is their failed_run
-    findings' money, counted by day)."""
-    days = DailyCost.objects.filter(project=project)
-    if start is not None:
-        days = days.filter(day__gte=start)
-    if end is not None:
-        days = days.filter(day__lt=end)
-    rows = (
-        days.values("billing_currency")
-        .annotate(
-            failed=Sum("effective_cost", filter=Q(experiment__status=Experiment.Status.FAILED)),
-            training=Sum("effective_cost", filter=Q(workload__in=TRAINING_WORKLOADS)),
-        )
-        .order_by("billing_currency")
+def project_failed_share(*, project, start: date | None, end: date) -> list[FailedShare]:
+    """A project's failed runs' spend in `[start, end)` (from the first day with data when
+    `start` is None) against its training and fine-tuning spend in the same days, per
+    currency, both from the rollups in one grouped statement: whole months from the monthly
+    one, the rest from the daily (the failed runs' spend there is their failed_run findings'
+    money, counted by day)."""
+    rows = rollup_rows(
+        Q(project=project),
+        Period(start, end),
+        lambda rows: (
+            rows.values("billing_currency")
+            .annotate(
+                failed=Sum("effective_cost", filter=Q(experiment__status=Experiment.Status.FAILED)),
+                training=Sum("effective_cost", filter=Q(workload__in=TRAINING_WORKLOADS)),
+            )
+            .order_by()
+        ),
     )
+    sums: dict[str, list[Decimal]] = {}
+    for row in rows:  # a currency comes once from the months and once from the days
+        totals = sums.setdefault(row["billing_currency"], [Decimal("0"), Decimal("0")])
+        totals[0] += row["failed"] or 0
+        totals[1] += row["training"] or 0
     return [
-        FailedShare(row["billing_currency"], row["failed"] or Decimal("0"), row["training"] or 0)
-        for row in cached_rows(rows)
-        if row["failed"] or row["training"]
+        FailedShare(currency, failed, training)
+        for currency, (failed, training) in sorted(sums.items())
+        if failed or training
     ]
 
 

@@ -39,6 +39,7 @@ import pytest
 from django.test import Client
 
 from apps.accounts.models import Organization
+from apps.billing.loader import monthly_rebuild
 from apps.billing.models import CostKind, CostLineItem, DailyCost, Delivery
 from apps.experiments.models import Experiment, MetricPoint
 from apps.insights import compute_part3
@@ -632,5 +633,49 @@ def test_the_project_page_shows_the_failed_share(part3, lead, delivery, project)
     assert re.search(
         r'id="failed-share">Failed runs:\s*<strong>\$10.50</strong> of \$200.00 training spend '
         r"\(<strong>5.3%</strong>\)",
+        body,
+    ), body[body.find("failed-share") - 50 : body.find("failed-share") + 300]
+
+
+def test_the_failed_share_of_a_long_range_reads_whole_months_as_months(
+    part3, lead, delivery, project
+):
+    # 10 February: 4.00 of the failed run and 16.00 of other training; 5 March: 10.50 and
+    # 189.50. From 1 February to 5 March, February is read from the monthly rollup.
+    for day, run, cost in (
+        (date(2025, 2, 10), part3["crashed"], "4.00"),
+        (date(2025, 2, 10), None, "16.00"),
+        (date(2025, 3, 5), part3["crashed"], "10.50"),
+        (date(2025, 3, 5), None, "189.50"),
+    ):
+        DailyCost.objects.create(
+            delivery=delivery,
+            project=project,
+            experiment=run,
+            day=day,
+            workload="training",
+            cost_kind=CostKind.GPU_COMPUTE,
+            pricing_category="Standard",
+            billing_currency="USD",
+            effective_cost=Decimal(cost),
+            billed_cost=Decimal(cost),
+            list_cost=Decimal(cost),
+            line_items=1,
+        )
+    monthly_rebuild(delivery_id=delivery.pk)
+    DailyCost.objects.filter(
+        day=date(2025, 2, 10)
+    ).delete()  # what is read of February is its month
+
+    body = (
+        client_for(lead)
+        .get(f"/projects/{project.slug}/?start=2025-02-01&end=2025-03-05")
+        .content.decode()
+    )
+
+    # 14.50 of 220.00: 6.6%
+    assert re.search(
+        r'id="failed-share">Failed runs:\s*<strong>\$14.50</strong> of \$220.00 training spend '
+        r"\(<strong>6.6%</strong>\)",
         body,
     ), body[body.find("failed-share") - 50 : body.find("failed-share") + 300]

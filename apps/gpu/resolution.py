@@ -181,15 +181,16 @@ def gpu_hours_by_owner(
             Q(resource_label__in=keys)
             | Q(host__in=keys)
             | Q(host__in=HostMapping.objects.filter(resource_id__in=keys).values("host"))
-        ).values_list("pk", "host", "resource_label")
+        ).values_list("pk", "host", "resource_label", "share")
     )
     mappings = dict(
-        HostMapping.objects.filter(host__in={host for _, host, _ in gpus}).values_list(
+        HostMapping.objects.filter(host__in={host for _, host, *_ in gpus}).values_list(
             "host", "resource_id"
         )
     )
+    shares = {pk: share for pk, *_, share in gpus}
     by_key: dict[str, set[int]] = defaultdict(set)
-    for pk, host, label in gpus:
+    for pk, host, label, _ in gpus:
         if label:
             resolved = label
         elif host in mappings:
@@ -214,24 +215,24 @@ def gpu_hours_by_owner(
         windows += [(owners.index((kind, owner)), gpu, opens, closes) for gpu in sorted(gpu_ids)]
     if not windows:
         return {}
-    # The windows go to the database as a table of their own, joined to the GPU-hours through
-    # the (gpu, hour) index: one short range scan per GPU. (A SUM(CASE ...) per owner over the
-    # rows of all their GPUs took 140 ms for the busiest project of a benchmark; this, 21 ms.)
+    # The windows go to the database as a table of their own, with their GPU's share, joined to
+    # the GPU-hours through the (gpu, hour) index: one short range scan per GPU. (A SUM(CASE
+    # ...) per owner over the rows of all their GPUs took 140 ms for the busiest project of a
+    # benchmark; this, 21 ms; joining the GPUs for their share was a quarter of it.)
     adapt = connection.ops.adapt_datetimefield_value
     params = [
         value
         for index, gpu, opens, closes in windows
-        for value in (index, gpu, adapt(opens), adapt(closes))
+        for value in (index, gpu, shares[gpu], adapt(opens), adapt(closes))
     ]
     sql = f"""
-        WITH windows (owner, gpu, start_at, end_at) AS (
-            VALUES {", ".join(["(%s, %s, %s, %s)"] * len(windows))}
+        WITH windows (owner, gpu, share, start_at, end_at) AS (
+            VALUES {", ".join(["(%s, %s, %s, %s, %s)"] * len(windows))}
         )
-        SELECT windows.owner, SUM(gpu.share)
+        SELECT windows.owner, SUM(windows.share)
         FROM windows
         JOIN {GpuHour._meta.db_table} hour ON hour.gpu_id = windows.gpu
             AND hour.hour >= windows.start_at AND hour.hour < windows.end_at
-        JOIN {Gpu._meta.db_table} gpu ON gpu.id = hour.gpu_id
         WHERE hour.util_samples > 0 AND hour.hour >= %s AND hour.hour < %s
         GROUP BY windows.owner
     """

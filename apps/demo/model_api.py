@@ -121,51 +121,58 @@ def _by_month(hours: list[datetime]) -> dict[datetime, list[datetime]]:
 def gateway_log_write(directory: Path, hours: list[datetime]) -> tuple[list[Path], list]:
     """The gateway's spend log, one file a month: wiki questions in New York's office hours on
     weekdays, a few a minute at most, about 1,500 tokens in and 250 out each; and the hours'
-    requests as the gateway's metrics count them (every hour, none outside office hours)."""
+    requests as the gateway's metrics count them (every hour, none outside office hours).
+
+    A month with no office hour in the window (its last evening and a weekend) writes no file:
+    the gateway would have logged nothing, and a log with a header and no rows is refused."""
     rng = random.Random(f"{SEED}-gateway")
     paths, traffic = [], []
     number = 0
     for month, month_hours in _by_month(hours).items():
+        rows = []
+        for hour in month_hours:
+            if hour.weekday() >= 5 or not 13 <= hour.hour < 22:
+                traffic.append(TrafficFigures(hour=hour, requests=0))
+                continue
+            requests, tokens_in, tokens_out = rng.randint(8, 30), 0, 0
+            for _ in range(requests):
+                number += 1
+                start = hour + timedelta(seconds=rng.randrange(3600))
+                prompt, completion = rng.randint(900, 2100), rng.randint(120, 380)
+                tokens_in, tokens_out = tokens_in + prompt, tokens_out + completion
+                spend = prompt * MINI_IN + completion * MINI_OUT
+                rows.append(
+                    [
+                        f"chatcmpl-demo-{number:06d}",
+                        "acompletion",
+                        GATEWAY_KEY,
+                        f"{spend:.10f}",
+                        prompt + completion,
+                        prompt,
+                        completion,
+                        _stamp(start),
+                        _stamp(start + timedelta(seconds=rng.uniform(0.8, 4.0))),
+                        "gpt-4o-mini-2024-07-18",
+                        "gpt-4o-mini",
+                        "openai",
+                        "wiki-bot",
+                        GATEWAY_TEAM,
+                        '["app:wiki-answers"]',
+                        "success",
+                    ]
+                )
+            traffic.append(
+                TrafficFigures(
+                    hour=hour, requests=requests, tokens_in=tokens_in, tokens_out=tokens_out
+                )
+            )
+        if not rows:
+            continue
         path = directory / f"litellm-spend-logs-{month:%Y-%m}.csv"
         with path.open("w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
             writer.writerow(LITELLM_COLUMNS)
-            for hour in month_hours:
-                if hour.weekday() >= 5 or not 13 <= hour.hour < 22:
-                    traffic.append(TrafficFigures(hour=hour, requests=0))
-                    continue
-                requests, tokens_in, tokens_out = rng.randint(8, 30), 0, 0
-                for _ in range(requests):
-                    number += 1
-                    start = hour + timedelta(seconds=rng.randrange(3600))
-                    prompt, completion = rng.randint(900, 2100), rng.randint(120, 380)
-                    tokens_in, tokens_out = tokens_in + prompt, tokens_out + completion
-                    spend = prompt * MINI_IN + completion * MINI_OUT
-                    writer.writerow(
-                        [
-                            f"chatcmpl-demo-{number:06d}",
-                            "acompletion",
-                            GATEWAY_KEY,
-                            f"{spend:.10f}",
-                            prompt + completion,
-                            prompt,
-                            completion,
-                            _stamp(start),
-                            _stamp(start + timedelta(seconds=rng.uniform(0.8, 4.0))),
-                            "gpt-4o-mini-2024-07-18",
-                            "gpt-4o-mini",
-                            "openai",
-                            "wiki-bot",
-                            GATEWAY_TEAM,
-                            '["app:wiki-answers"]',
-                            "success",
-                        ]
-                    )
-                traffic.append(
-                    TrafficFigures(
-                        hour=hour, requests=requests, tokens_in=tokens_in, tokens_out=tokens_out
-                    )
-                )
+            writer.writerows(rows)
         paths.append(path)
     return paths, traffic
 

@@ -2,7 +2,6 @@
 
 from datetime import timedelta
 
-import plotly.graph_objects as go
 from django.utils import timezone
 
 from costsite.charts import WORKLOAD_COLOURS, Chart, chart_from_figure
@@ -23,64 +22,85 @@ def traffic_chart(*, deployment: Deployment, traffic: TrafficSummary | None) -> 
     if traffic is None or not traffic.hours:
         return chart_from_figure(id="traffic", figure=None, empty_message=empty)
     # Shown in the organisation's time zone, like every time on the pages; each bar spans its
-    # hour, so it is drawn at the hour's middle.
+    # hour, so it is drawn at the hour's middle. The figure is the plain dict Plotly.js reads
+    # (apps/spend/charts.py's reason: plotly's objects validated a fortnight of hours point by
+    # point, half the page's time); tests/deployments/test_traffic_chart.py checks that plotly
+    # reads it back unchanged.
     starts = [timezone.localtime(row.hour).replace(tzinfo=None) for row in traffic.hours]
-    hours = [start + timedelta(minutes=30) for start in starts]
+    hours = [(start + timedelta(minutes=30)).isoformat() for start in starts]
     labels = [start.strftime("%-d %b %H:00") for start in starts]
-    hour_ms = 3_600_000
-    figure = go.Figure()
-    figure.add_bar(
-        name="requests",
-        x=hours,
-        y=[row.requests - row.duplicate_requests for row in traffic.hours],
-        width=hour_ms * 0.9,
-        marker_color=WORKLOAD_COLOURS["inference"],
-        customdata=labels,
-        hovertemplate="%{customdata}: %{y:,} requests<extra></extra>",
-    )
-    figure.add_bar(
-        name="repeated requests",
-        x=hours,
-        y=[row.duplicate_requests for row in traffic.hours],
-        width=hour_ms * 0.9,
-        marker_color="#98df8a",
-        customdata=labels,
-        hovertemplate="%{customdata}: %{y:,} repeated<extra></extra>",
-    )
+    width = 3_600_000 * 0.9  # milliseconds: a bar nine tenths of its hour wide
+    data = [
+        {
+            "type": "bar",
+            "name": "requests",
+            "x": hours,
+            "y": [row.requests - row.duplicate_requests for row in traffic.hours],
+            "width": width,
+            "marker": {"color": WORKLOAD_COLOURS["inference"]},
+            "customdata": labels,
+            "hovertemplate": "%{customdata}: %{y:,} requests<extra></extra>",
+        },
+        {
+            "type": "bar",
+            "name": "repeated requests",
+            "x": hours,
+            "y": [row.duplicate_requests for row in traffic.hours],
+            "width": width,
+            "marker": {"color": "#98df8a"},
+            "customdata": labels,
+            "hovertemplate": "%{customdata}: %{y:,} repeated<extra></extra>",
+        },
+    ]
     p95 = [row.latency_p95_ms for row in traffic.hours]
     if any(value is not None for value in p95):
-        figure.add_scatter(
-            name="p95 latency (ms)",
-            x=hours,
-            y=p95,
-            yaxis="y2",
-            mode="lines+markers" if len(hours) < 50 else "lines",
-            line={"color": LATENCY_COLOUR},
-            customdata=labels,
-            hovertemplate="%{customdata}: p95 %{y:,.0f} ms<extra></extra>",
+        data.append(
+            {
+                "type": "scatter",
+                "name": "p95 latency (ms)",
+                "x": hours,
+                "y": p95,
+                "yaxis": "y2",
+                "mode": "lines+markers" if len(hours) < 50 else "lines",
+                "line": {"color": LATENCY_COLOUR},
+                "customdata": labels,
+                "hovertemplate": "%{customdata}: p95 %{y:,.0f} ms<extra></extra>",
+            }
         )
         if deployment.latency_objective_ms:
-            figure.add_scatter(
-                name="p95 objective",
-                x=[starts[0], starts[-1] + timedelta(hours=1)],
-                y=[deployment.latency_objective_ms] * 2,
-                yaxis="y2",
-                mode="lines",
-                line={"color": LATENCY_COLOUR, "dash": "dot"},
-                hoverinfo="skip",
+            data.append(
+                {
+                    "type": "scatter",
+                    "name": "p95 objective",
+                    "x": [starts[0].isoformat(), (starts[-1] + timedelta(hours=1)).isoformat()],
+                    "y": [deployment.latency_objective_ms] * 2,
+                    "yaxis": "y2",
+                    "mode": "lines",
+                    "line": {"color": LATENCY_COLOUR, "dash": "dot"},
+                    "hoverinfo": "skip",
+                }
             )
-    figure.update_layout(
-        barmode="stack",
+    layout = {
+        "barmode": "stack",
         # Bars of one hour each: without a range, a single hour would fill the axis.
-        xaxis={
+        "xaxis": {
             "type": "date",
-            "range": [starts[0] - timedelta(hours=1), starts[-1] + timedelta(hours=2)],
+            "range": [
+                (starts[0] - timedelta(hours=1)).isoformat(),
+                (starts[-1] + timedelta(hours=2)).isoformat(),
+            ],
         },
-        legend={"y": -0.25},
-        yaxis={"title": "requests per hour", "rangemode": "tozero"},
-        yaxis2={"title": "ms", "overlaying": "y", "side": "right", "rangemode": "tozero"},
-        height=320,
-    )
+        "legend": {"y": -0.25},
+        "yaxis": {"title": {"text": "requests per hour"}, "rangemode": "tozero"},
+        "yaxis2": {
+            "title": {"text": "ms"},
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "tozero",
+        },
+        "height": 320,
+    }
+    figure = {"data": data, "layout": layout}
     return chart_from_figure(
         id="traffic",
         figure=figure,

@@ -1,6 +1,6 @@
 """Figures for the experiment page, built from selector output (costsite/charts.py's pattern)."""
 
-import plotly.graph_objects as go
+import math
 
 from costsite.charts import Chart, chart_from_figure
 
@@ -17,23 +17,30 @@ def metrics_chart(*, series: list[MetricSeries]) -> Chart:
     if not series:
         return chart_from_figure(id="metrics", figure=None, empty_message=empty)
     has_loss = any("loss" in one.name.lower() for one in series)
-    figure = go.Figure()
-    for one in series:
-        shown = not has_loss or "loss" in one.name.lower()
-        figure.add_scatter(
-            name=one.name,
-            x=one.steps,
-            y=one.values,
-            mode="lines" if len(one.steps) > 1 else "markers",
-            visible=True if shown else "legendonly",
+    # The plain dict Plotly.js reads (apps/spend/charts.py's reason: plotly's objects validate
+    # each point); tests/experiments/test_metrics_chart.py checks plotly reads it back unchanged.
+    data = [
+        {
+            "type": "scatter",
+            "name": one.name,
+            "x": list(one.steps),
+            # None where plotly would write null: a value JSON cannot hold (none is stored today).
+            "y": [value if math.isfinite(value) else None for value in one.values],
+            "mode": "lines" if len(one.steps) > 1 else "markers",
+            "visible": True if not has_loss or "loss" in one.name.lower() else "legendonly",
             # The name is referred to, not written in: costsite/charts.py escapes it.
-            hovertemplate="step %{x}: %{y}<extra>%{fullData.name}</extra>",
-        )
-    figure.update_layout(
-        xaxis={"title": "step", "rangemode": "tozero"},
-        yaxis={"title": "value"},
-        height=320,
-    )
+            "hovertemplate": "step %{x}: %{y}<extra>%{fullData.name}</extra>",
+        }
+        for one in series
+    ]
+    figure = {
+        "data": data,
+        "layout": {
+            "xaxis": {"title": {"text": "step"}, "rangemode": "tozero"},
+            "yaxis": {"title": {"text": "value"}},
+            "height": 320,
+        },
+    }
     return chart_from_figure(
         id="metrics", figure=figure, empty_message=empty, label="Metrics by training step"
     )

@@ -2,7 +2,6 @@
 
 from datetime import timedelta
 
-import plotly.graph_objects as go
 from django.utils import timezone
 
 from costsite.charts import Chart, chart_from_figure
@@ -109,24 +108,36 @@ def gpu_hourly_chart(*, hours: list, threshold: float) -> Chart:
     if not hours:
         return chart_from_figure(id="gpu-hourly", figure=None, empty_message=empty)
     # Hours in the organisation's zone (the request's active one): plotly draws wall-clock times.
-    x = [timezone.localtime(row.hour).replace(tzinfo=None) for row in hours]
-    figure = go.Figure()
-    figure.add_scatter(
-        name="Mean utilisation",
-        x=x,
-        y=[None if row.util_mean is None else round(row.util_mean, 1) for row in hours],
-        mode="lines",
-        line={"color": "#1f77b4"},
-        hovertemplate="%{x|%d %b %H:00}: %{y:.1f}% mean<extra></extra>",
-    )
-    figure.add_scatter(
-        name="Peak utilisation",
-        x=x,
-        y=[None if row.util_max is None else round(row.util_max, 1) for row in hours],
-        mode="lines",
-        line={"color": "#aec7e8", "width": 1},
-        hovertemplate="%{x|%d %b %H:00}: %{y:.1f}% peak<extra></extra>",
-    )
+    # The figure is the plain dict Plotly.js reads (apps/spend/charts.py's reason: plotly's
+    # objects validate each point); tests/gpu/test_gpu_hourly_chart.py checks that plotly reads
+    # it back unchanged.
+    x = [timezone.localtime(row.hour).replace(tzinfo=None).isoformat() for row in hours]
+
+    def line(name: str, values: list, style: dict, what: str) -> dict:
+        return {
+            "type": "scatter",
+            "name": name,
+            "x": x,
+            "y": values,
+            "mode": "lines",
+            "line": style,
+            "hovertemplate": f"%{{x|%d %b %H:00}}: %{{y:.1f}}% {what}<extra></extra>",
+        }
+
+    data = [
+        line(
+            "Mean utilisation",
+            [None if row.util_mean is None else round(row.util_mean, 1) for row in hours],
+            {"color": "#1f77b4"},
+            "mean",
+        ),
+        line(
+            "Peak utilisation",
+            [None if row.util_max is None else round(row.util_max, 1) for row in hours],
+            {"color": "#aec7e8", "width": 1},
+            "peak",
+        ),
+    ]
     memory = [
         round(100 * row.memory_used_mib / row.memory_total_mib, 1)
         if row.memory_used_mib is not None and row.memory_total_mib
@@ -134,25 +145,40 @@ def gpu_hourly_chart(*, hours: list, threshold: float) -> Chart:
         for row in hours
     ]
     if any(value is not None for value in memory):
-        figure.add_scatter(
-            name="Memory used",
-            x=x,
-            y=memory,
-            mode="lines",
-            line={"color": "#9467bd", "dash": "dot"},
-            hovertemplate="%{x|%d %b %H:00}: %{y:.1f}% of memory<extra></extra>",
-        )
-    figure.add_hline(
-        y=threshold,
-        line={"color": BAND_COLOURS["idle"], "dash": "dash", "width": 1},
-        annotation_text=f"idle under {threshold:g}%",
-        annotation_position="top left",
-    )
-    figure.update_layout(
-        height=340,
-        yaxis={"title": "percent", "range": [0, 105]},
-        xaxis={"type": "date"},
-    )
+        data.append(line("Memory used", memory, {"color": "#9467bd", "dash": "dot"}, "of memory"))
+    figure = {
+        "data": data,
+        "layout": {
+            # The idle threshold across the whole width, labelled at its left end.
+            "shapes": [
+                {
+                    "type": "line",
+                    "xref": "x domain",
+                    "x0": 0,
+                    "x1": 1,
+                    "yref": "y",
+                    "y0": threshold,
+                    "y1": threshold,
+                    "line": {"color": BAND_COLOURS["idle"], "dash": "dash", "width": 1},
+                }
+            ],
+            "annotations": [
+                {
+                    "text": f"idle under {threshold:g}%",
+                    "showarrow": False,
+                    "xref": "x domain",
+                    "x": 0,
+                    "xanchor": "left",
+                    "yref": "y",
+                    "y": threshold,
+                    "yanchor": "bottom",
+                }
+            ],
+            "height": 340,
+            "yaxis": {"title": {"text": "percent"}, "range": [0, 105]},
+            "xaxis": {"type": "date"},
+        },
+    }
     return chart_from_figure(
         id="gpu-hourly", figure=figure, empty_message=empty, label="Utilisation by hour"
     )

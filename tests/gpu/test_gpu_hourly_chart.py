@@ -1,0 +1,68 @@
+"""A GPU's hourly chart: a plain figure that plotly reads back as it is."""
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import plotly.graph_objects as go
+from django.utils import timezone
+
+from apps.gpu.charts import gpu_hourly_chart
+from apps.gpu.models import GpuHour
+from costsite.charts import _figure_json
+
+FIRST = datetime(2025, 3, 29, 22, tzinfo=UTC)
+
+
+def _hours(*readings: tuple[float | None, float | None, float | None]) -> list[GpuHour]:
+    return [
+        GpuHour(
+            hour=FIRST + timedelta(hours=index),
+            util_mean=mean,
+            util_max=peak,
+            memory_used_mib=used,
+            memory_total_mib=81920.0,
+        )
+        for index, (mean, peak, used) in enumerate(readings)
+    ]
+
+
+def test_plotly_reads_the_figure_back_unchanged():
+    """Written as plain JSON without plotly's objects, the figure holds only what plotly's own
+    validation and encoding would have made of it, the idle line and its label included."""
+    chart = gpu_hourly_chart(
+        hours=_hours((4.25, 30.0, 40960.0), (None, None, None), (88.04, 100.0, 81920.0)),
+        threshold=7.5,
+    )
+
+    read_back = _figure_json(go.Figure(chart.figure))
+
+    assert json.dumps(read_back, sort_keys=True) == json.dumps(chart.figure, sort_keys=True)
+
+
+def test_the_hours_utilisation_memory_and_idle_line():
+    """Wall-clock hours of the organisation's zone (Berlin moves to summer time at 02:00 on 30
+    March 2025), utilisation and memory in percent to a decimal, a gap where nothing was read."""
+    with timezone.override("Europe/Berlin"):
+        chart = gpu_hourly_chart(
+            hours=_hours((4.25, 30.0, 40960.0), (None, None, None), (88.04, 100.0, 81920.0)),
+            threshold=7.5,
+        )
+    traces = {trace["name"]: trace for trace in chart.figure["data"]}
+
+    hours = ["2025-03-29T23:00:00", "2025-03-30T00:00:00", "2025-03-30T01:00:00"]
+    assert traces["Mean utilisation"]["x"] == hours
+    assert traces["Mean utilisation"]["y"] == [4.2, None, 88.0]
+    assert traces["Peak utilisation"]["y"] == [30.0, None, 100.0]
+    assert traces["Memory used"]["y"] == [50.0, None, 100.0]
+    (idle,) = chart.figure["layout"]["shapes"]
+    assert (idle["y0"], idle["y1"], idle["xref"]) == (7.5, 7.5, "x domain")
+    assert chart.figure["layout"]["annotations"][0]["text"] == "idle under 7.5%"
+
+
+def test_without_memory_readings_there_is_no_memory_line():
+    chart = gpu_hourly_chart(hours=_hours((50.0, 60.0, None)), threshold=10.0)
+
+    assert [trace["name"] for trace in chart.figure["data"]] == [
+        "Mean utilisation",
+        "Peak utilisation",
+    ]

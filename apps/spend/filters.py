@@ -118,6 +118,22 @@ def preset_period(preset: str, *, today: date) -> Period:
     raise ValueError(f"unknown preset {preset!r}")
 
 
+class _OneQueryChoices(forms.models.ModelChoiceIterator):
+    """The choices read by one plain query. Django's iterator reads them through
+    `QuerySet.iterator()`, which on PostgreSQL is a server-side cursor (DECLARE, FETCH and
+    CLOSE: three round trips) for the few dozen teams or projects of a filter bar."""
+
+    def __iter__(self):
+        if self.field.empty_label is not None:
+            yield ("", self.field.empty_label)
+        for choice in self.queryset.all():
+            yield self.choice(choice)
+
+
+class _ChoiceField(forms.ModelChoiceField):
+    iterator = _OneQueryChoices
+
+
 class SpendFilterForm(SiteForm):
     """The range (a preset, or a custom start and end) and the filters of one page.
 
@@ -139,14 +155,14 @@ class SpendFilterForm(SiteForm):
         label="to (included)",
         widget=forms.DateInput(attrs={"type": "date"}),
     )
-    team = forms.ModelChoiceField(
+    team = _ChoiceField(
         queryset=Team.objects.none(),
         to_field_name="slug",
         required=False,
         empty_label="All teams",
         error_messages={"invalid_choice": "Choose one of your teams."},
     )
-    project = forms.ModelChoiceField(
+    project = _ChoiceField(
         queryset=Project.objects.none(),
         to_field_name="slug",
         required=False,

@@ -10,14 +10,14 @@ from functools import wraps
 
 from django.http import Http404, HttpRequest, HttpResponse
 
-from .selectors import teams_led_by
+from .selectors import leads_a_team
 
 View = Callable[..., HttpResponse]
 
 
 def is_staff_or_lead(*, user) -> bool:
     """Staff, or the lead of at least one team (DESIGN.md, Roles)."""
-    return user.is_staff or teams_led_by(user=user).exists()
+    return user.is_staff or leads_a_team(user=user)
 
 
 def _guard(allowed: Callable[..., bool], message: str) -> Callable[[View], View]:

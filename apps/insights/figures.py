@@ -28,7 +28,7 @@ from django.utils.safestring import SafeString
 from apps.accounts.guards import is_staff_or_lead
 from apps.accounts.models import Team
 from apps.projects.selectors import visible_project_ids
-from apps.spend.figures import cached, cached_fragment
+from apps.spend.figures import cached, cached_by, cached_fragment
 from apps.spend.rollup import bill_freshness
 from apps.spend.sections import request_organization, today
 
@@ -41,6 +41,13 @@ def cached_findings(
     join (names, teams, who sees what) changed. A change of spend alone leaves them: the
     findings follow it at the next recompute, which moves their version."""
     return cached(tag, query, compute, findings=True)
+
+
+def cached_findings_by(tag: str, parts: tuple, compute: Callable[[], object]) -> object:
+    """`compute()`'s result for `parts` (its arguments and what the person asking sees; see
+    apps.spend.figures.cached_by), cached as cached_findings caches: while neither the findings
+    nor what they join changed."""
+    return cached_by(tag, parts, compute, findings=True)
 
 
 def page_fragment(

@@ -12,7 +12,7 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.http import Http404
 
 from apps.accounts.guards import is_staff_or_lead
-from apps.accounts.selectors import teams_led_by
+from apps.accounts.selectors import leads_a_team
 
 # Spend reads (the integrator points these at apps.spend).
 from apps.billing.models import DailyResourceCost
@@ -22,7 +22,7 @@ from apps.spend.selectors import data_as_of as billing_data_as_of
 
 from .compute import day_start
 from .days import day_rollup_used
-from .figures import cached_findings
+from .figures import cached_findings, cached_findings_by
 from .models import (
     NOT_WASTE_KINDS,
     PRECEDENCE,
@@ -58,7 +58,7 @@ def findings_visible_to(*, user) -> QuerySet[Finding]:
         return findings
     # The ids rather than a subquery naming the user: a team shares its cached findings figures.
     condition = Q(project_id__in=visible_project_ids(user=user))
-    if teams_led_by(user=user).exists():
+    if leads_a_team(user=user):
         condition |= Q(project__isnull=True)
     return findings.filter(condition)
 
@@ -67,7 +67,7 @@ def can_act_on(*, user, finding: Finding) -> bool:
     if user.is_staff:
         return True
     if finding.project_id is None:
-        return teams_led_by(user=user).exists()
+        return leads_a_team(user=user)
     return projects_editable_by(user=user).filter(pk=finding.project_id).exists()
 
 
@@ -422,7 +422,60 @@ def findings_section(
     limit: int = 5,
 ) -> FindingsSection:
     """Wasted in `[start, end)` of the findings the user sees about one subject (or all of
-    them), and its top open or acknowledged findings."""
+    them), and its top open or acknowledged findings.
+
+    Cached whole while the findings and what they join stay as they are, for everyone who sees
+    the same findings: a change of spend alone (an import) leaves it, so the first page after an
+    import builds none of its queries (they were a sixth of a cold overview)."""
+    subject = (team, project, experiment, deployment)
+    parts = (
+        _findings_viewer(user),
+        start,
+        end,
+        *(None if one is None else one.pk for one in subject),
+        resource_id,
+        kind,
+        limit,
+    )
+    return cached_findings_by(
+        "findings-section",
+        parts,
+        lambda: _findings_section(
+            user=user,
+            start=start,
+            end=end,
+            team=team,
+            project=project,
+            experiment=experiment,
+            deployment=deployment,
+            resource_id=resource_id,
+            kind=kind,
+            limit=limit,
+        ),
+    )
+
+
+def _findings_viewer(user) -> tuple:
+    """What decides which findings `user` sees (findings_visible_to): everything for staff; else
+    the projects seen, and whether they lead a team (the findings nobody owns)."""
+    if user.is_staff:
+        return ("staff",)
+    return (visible_project_ids(user=user), leads_a_team(user=user))
+
+
+def _findings_section(
+    *,
+    user,
+    start: date | None,
+    end: date,
+    team,
+    project,
+    experiment,
+    deployment,
+    resource_id: str | None,
+    kind: str,
+    limit: int,
+) -> FindingsSection:
     findings = findings_visible_to(user=user)
     # The waste page's range is the spend pages': its last day included.
     query: dict[str, str] = (

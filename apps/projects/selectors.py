@@ -10,7 +10,7 @@ from django.db.models.signals import post_delete, post_save
 from django.http import Http404
 
 from apps.accounts.models import Membership
-from apps.accounts.selectors import teams_led_by
+from apps.accounts.selectors import leads_a_team
 from apps.deployments.models import Deployment, DeploymentResource, Model
 from apps.experiments.models import Experiment, ExperimentResource
 
@@ -212,7 +212,7 @@ def can_edit_project(*, user, project: Project) -> bool:
 
 
 def can_create_project(*, user) -> bool:
-    return teams_led_by(user=user).exists()
+    return leads_a_team(user=user)
 
 
 def project_for_user(*, user, slug: str, edit: bool = False) -> Project:

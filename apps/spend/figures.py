@@ -179,6 +179,25 @@ def cached(
     except EmptyResultSet:
         # A filter that matches nothing (`__in=[]`) compiles to no SQL: nothing to read or key.
         return compute()
+    return _boxed(key, compute)
+
+
+def cached_by(
+    tag: str, parts: tuple, compute: Callable[[], object], *, findings: bool = False
+) -> object:
+    """`compute()`'s result keyed by `parts` instead of a query's SQL: for a figure made of
+    several queries whose inputs are known before any is built (its arguments, what the person
+    asking sees), so that a hit builds none of them. `parts` must name everything the result
+    depends on besides the versions (`repr` makes the key); with `findings`, as `cached`'s."""
+    if not getattr(_request, "active", False):
+        return compute()
+    versions = versions_read()
+    version = f"findings-{versions.findings}.{versions.joined}" if findings else versions.data
+    digest = hashlib.sha256(f"{tag}\x00{parts!r}".encode()).hexdigest()
+    return _boxed(f"{PREFIX}:{version}:by:{digest}", compute)
+
+
+def _boxed(key: str, compute: Callable[[], object]) -> object:
     found = cache.get(key)
     if found is not None:
         return found[0]

@@ -55,3 +55,35 @@ def test_a_member_and_an_outsider_get_404_with_the_pages_message(member):
 
 def test_the_guard_keeps_the_views_name_for_the_url_walk():
     assert (staff_page.__name__, leads_page.__name__) == ("staff_page", "leads_page")
+
+
+def test_whether_someone_leads_a_team_is_read_once_a_request_and_again_after_a_change(
+    member, other_team
+):
+    """A page asks it several times (its role, its findings, what its parts are cached by): one
+    query a request, read again when a membership changes in it, and never kept past it."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections, connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.accounts.selectors import leads_a_team
+
+    # As Django's test client does: the request's signals without closing the test's connection.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    request_started.send(sender=None)
+    try:
+        with CaptureQueriesContext(connection) as asked:
+            assert leads_a_team(user=member) is False
+            assert leads_a_team(user=member) is False
+        assert len(asked) == 1
+        MembershipFactory(team=other_team, user=member, role="lead")
+        assert leads_a_team(user=member) is True
+    finally:
+        request_finished.send(sender=None)
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+    with CaptureQueriesContext(connection) as outside:
+        assert leads_a_team(user=member) is True
+        assert leads_a_team(user=member) is True
+    assert len(outside) == 2

@@ -141,6 +141,41 @@ def test_a_team_shares_its_figures_and_another_team_does_not(client, team, other
     assert reads_hours(other_sql) > 0
 
 
+def test_the_cached_findings_section_is_shared_by_who_sees_the_same_findings(
+    client, team, other_team
+):
+    """The overview's findings section, cached whole and kept through a change of spend, is
+    keyed by what the person asking sees: a second lead of the team reads no finding, a lead of
+    another team gets the findings without a project alone (i-u's 10.00), and staff all."""
+    from django.contrib.auth import get_user_model
+
+    from apps.spend.figures import version_bump
+
+    def section(who: Client) -> tuple[str, str, list[str]]:
+        with CaptureQueriesContext(connection) as queries:
+            body = who.get("/?start=2025-03-10&end=2025-03-10").content.decode()
+        wasted = re.search(r'id="findings-wasted">([^<]*)</strong>', body).group(1)
+        active = re.search(r"· (\d+) open findings?</span>", body).group(1)
+        return wasted, active, [q["sql"] for q in queries]
+
+    second, third, staff = Client(), Client(), Client()
+    second.force_login(
+        MembershipFactory(team=team, user=UserFactory(username="lou-lead"), role="lead").user
+    )
+    third.force_login(
+        MembershipFactory(team=other_team, user=UserFactory(username="oz-lead"), role="lead").user
+    )
+    staff.force_login(get_user_model().objects.create_user("sam-staff", is_staff=True))
+    with time_machine.travel(NOW, tick=False):
+        assert section(client)[:2] == ("$18.25", "5")
+        version_bump()  # as an import's commit does: the page is built again, the section kept
+        wasted, active, sql = section(second)
+        assert (wasted, active) == ("$18.25", "5")
+        assert [statement for statement in sql if '"insights_finding"' in statement] == []
+        assert section(third)[:2] == ("$10.00", "3")
+        assert section(staff)[:2] == ("$18.25", "5")
+
+
 def test_a_snoozed_finding_leaves_the_project_pages_cached_section(
     client, project, lead, django_capture_on_commit_callbacks
 ):
@@ -203,6 +238,9 @@ def test_a_change_of_spend_leaves_the_findings_figures_cached_and_of_findings_th
         version_bump()  # as an import's commit does
         after_spend, sql = overview()
         assert reads_spend(sql) > 0 and reads_hours(sql) == 0
+        # Not even the findings themselves: the section is cached whole, keyed by what it is
+        # asked and who asks, so none of its queries is built or run.
+        assert [statement for statement in sql if '"insights_finding"' in statement] == []
         findings_version_bump()  # as a recompute's does
         after_findings, sql = overview()
         assert reads_spend(sql) == 0 and reads_hours(sql) > 0

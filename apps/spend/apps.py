@@ -19,7 +19,7 @@ class SpendConfig(AppConfig):
         from apps.projects.models import Project
         from apps.projects.ports import ownership_changed, spend_data_changed
 
-        from .figures import joined_bump, version_bump
+        from .figures import gpu_version_bump, joined_bump, version_bump
 
         spend_data_changed.register(version_bump)
         # A claim, a rule, resources registered (in bulk too: bulk_create sends no signal): the
@@ -32,18 +32,18 @@ class SpendConfig(AppConfig):
         for model in (*joined, ExperimentResource, DeploymentResource):
             for signal in (post_save, post_delete):
                 signal.connect(joined_bump, sender=model, dispatch_uid=f"spend-{model.__name__}")
-        # What the runs' and deployments' cached GPU-hours follow as well: a host's billed
-        # resource.
+        # What the runs' and deployments' cached GPU-hours follow as well (the GPU version): a
+        # host's billed resource.
         for signal in (post_save, post_delete):
-            signal.connect(version_bump, sender=HostMapping, dispatch_uid="spend-HostMapping")
+            signal.connect(gpu_version_bump, sender=HostMapping, dispatch_uid="spend-HostMapping")
         # A GPU's host, label or model changed by hand (an import announces its own changes,
-        # new GPUs included, through the port).
+        # new GPUs included, through the port, with the reason that moves the GPU version).
         post_save.connect(_gpu_edited, sender=Gpu, dispatch_uid="spend-Gpu")
-        post_delete.connect(version_bump, sender=Gpu, dispatch_uid="spend-Gpu-deleted")
+        post_delete.connect(gpu_version_bump, sender=Gpu, dispatch_uid="spend-Gpu-deleted")
 
 
 def _gpu_edited(*, created: bool, **_) -> None:
-    from .figures import version_bump
+    from .figures import gpu_version_bump
 
     if not created:
-        version_bump()
+        gpu_version_bump()

@@ -12,7 +12,7 @@ from apps.deployments.models import Deployment, TrafficHour
 from apps.experiments.models import Experiment
 from apps.gpu import selectors as gpu_selectors
 
-from .figures import cached, cached_rows
+from .figures import cached_by, cached_rows
 from .filters import Period
 from .rollup import (
     PRICING_LABELS,
@@ -95,12 +95,13 @@ def experiment_costs(
     listed = runs[:limit] if limit is not None else runs
     ids = [run["pk"] for run in listed]
     hours = (
-        # Cached with the runs they are for: GPU metrics, registrations and host mappings all
-        # move the data version.
-        cached(
-            f"gpu-hours:{ids}",
-            _owner_rows(scope, period),
+        # Cached with the runs they are for, under the GPU version (GPU metrics, GPUs, host
+        # mappings) and the joined one (registrations, the runs' windows): a new bill leaves them.
+        cached_by(
+            "gpu-hours",
+            ("experiments", ids, period.start, period.end),
             lambda: gpu_hours_by_owner(experiment_ids=ids, period=period),
+            gpu=True,
         )
         if gpu_hours and ids
         else {}
@@ -153,12 +154,6 @@ def _owners_ranked(
     return amounts, sorted(named, key=lambda row: -amounts[row["pk"]])
 
 
-def _owner_rows(scope: SpendScope, period: Period):
-    """What keys the owners' cached GPU-hours: the scope's rows in the period (their SQL names
-    the scope and the period; the owners' ids are in the tag)."""
-    return scope.daily(period).values("pk")
-
-
 @dataclass(frozen=True)
 class DeploymentCost:
     pk: int
@@ -200,10 +195,11 @@ def deployment_costs(
             .values_list("deployment_id", "requests")
         )
     hours_by_owner = (
-        cached(
-            f"gpu-hours:deployments:{ids}",
-            _owner_rows(scope, period),
+        cached_by(
+            "gpu-hours",
+            ("deployments", ids, period.start, period.end),
             lambda: gpu_hours_by_owner(deployment_ids=ids, period=period),
+            gpu=True,
         )
         if gpu_hours and ids
         else {}

@@ -37,6 +37,11 @@ owns what: a claim, a rule or a registration moves `joined` too, and its re-attr
 findings after it) and a change of findings leaves the spend figures cached; the pages' parts
 cached as HTML show both and are keyed by the data version and the findings' version.
 
+A fourth part, `gpu`, moves with the counter on a GPU metrics import (the port's reason), a host
+mapping saved or deleted and a GPU edited or deleted (`gpu_version_bump`). The runs' and
+deployments' GPU-hours read the GPU metrics and the registrations alone: they are keyed by it
+and `joined` (`cached_by(..., gpu=True)`), so a new bill or a re-attribution leaves them cached.
+
 The versions are read once per request (the first cached query reads them, the rest of the
 request reuses them: one query, and one consistent set of figures). Outside a request (a task, a
 command, a digest being built) nothing is cached: the figures are computed, as before, since a
@@ -71,6 +76,7 @@ class Versions(NamedTuple):
     data: str  # the counter and the rollups' write sequence: every spend figure
     joined: int  # names, teams, who sees what (moved with the counter)
     findings: int  # findings and their hours (the insights app moves it)
+    gpu: int  # GPU metrics, GPUs and host mappings (moved with the counter)
 
 
 def versions_read() -> Versions:
@@ -85,17 +91,20 @@ def versions_read() -> Versions:
 
 def _versions_query() -> Versions:
     if connection.vendor != "postgresql":
-        row = SpendDataVersion.objects.filter(pk=1).values_list("value", "joined", "findings")
-        value, joined, findings = row.first() or (0, 0, 0)
-        return Versions(str(value), joined, findings)
+        row = SpendDataVersion.objects.filter(pk=1).values_list(
+            "value", "joined", "findings", "gpu"
+        )
+        value, joined, findings, gpu = row.first() or (0, 0, 0, 0)
+        return Versions(str(value), joined, findings, gpu)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT version.value, version.joined, version.findings, writes.last_value"
+            "SELECT version.value, version.joined, version.findings, version.gpu,"
+            " writes.last_value"
             f" FROM spend_rollup_writes AS writes LEFT JOIN {connection.ops.quote_name(TABLE)}"
             " AS version ON version.id = 1"
         )
-        value, joined, findings, writes = cursor.fetchone()
-    return Versions(f"{value or 0}.{writes}", joined or 0, findings or 0)
+        value, joined, findings, gpu, writes = cursor.fetchone()
+    return Versions(f"{value or 0}.{writes}", joined or 0, findings or 0, gpu or 0)
 
 
 def _bump(*parts: str) -> None:
@@ -110,12 +119,23 @@ def _bump(*parts: str) -> None:
     _request.versions = None
 
 
-def version_bump(**_announced) -> None:
-    """Move to a new data version: a change of spend data or of who used what.
+def version_bump(*, reason: str = "", **_announced) -> None:
+    """Move to a new data version: a change of spend data or of who used what; a GPU metrics
+    import (the port's `reason`) moves the GPU version with it.
 
-    Takes and ignores any keyword arguments, so it registers as is with both ports and with the
-    model signals."""
-    _bump("value")
+    Takes and ignores any other keyword arguments, so it registers as is with both ports and
+    with the model signals."""
+    if reason == "gpu_import":
+        _bump("value", "gpu")
+    else:
+        _bump("value")
+
+
+def gpu_version_bump(**_announced) -> None:
+    """A change of what the runs' and deployments' GPU-hours read besides their registrations (a
+    host mapped to a resource, a GPU's host or label edited, a GPU deleted): those and every
+    spend figure are computed afresh. Takes and ignores keyword arguments (model signals)."""
+    _bump("value", "gpu")
 
 
 def joined_bump(**_announced) -> None:
@@ -183,16 +203,28 @@ def cached(
 
 
 def cached_by(
-    tag: str, parts: tuple, compute: Callable[[], object], *, findings: bool = False
+    tag: str,
+    parts: tuple,
+    compute: Callable[[], object],
+    *,
+    findings: bool = False,
+    gpu: bool = False,
 ) -> object:
     """`compute()`'s result keyed by `parts` instead of a query's SQL: for a figure made of
     several queries whose inputs are known before any is built (its arguments, what the person
     asking sees), so that a hit builds none of them. `parts` must name everything the result
-    depends on besides the versions (`repr` makes the key); with `findings`, as `cached`'s."""
+    depends on besides the versions (`repr` makes the key); with `findings`, as `cached`'s.
+    With `gpu` (a figure of the GPU metrics and the registrations alone: GPU-hours), keyed by
+    the GPU version and the joined one: a new bill or a re-attribution leaves it."""
     if not getattr(_request, "active", False):
         return compute()
     versions = versions_read()
-    version = f"findings-{versions.findings}.{versions.joined}" if findings else versions.data
+    if findings:
+        version = f"findings-{versions.findings}.{versions.joined}"
+    elif gpu:
+        version = f"gpu-{versions.gpu}.{versions.joined}"
+    else:
+        version = versions.data
     digest = hashlib.sha256(f"{tag}\x00{parts!r}".encode()).hexdigest()
     return _boxed(f"{PREFIX}:{version}:by:{digest}", compute)
 

@@ -18,6 +18,10 @@ class SpendDataVersion(models.Model):
     # moves it; its figures and the pages' parts that show findings are keyed by it). Kept in this
     # row so that one query reads every version a request keys its figures by.
     findings = models.PositiveBigIntegerField(default=0)
+    # The GPU metrics' version: moved with `value` by a GPU metrics import, a host mapped and a
+    # GPU edited or deleted, and only then: the runs' and deployments' GPU-hours are keyed by it
+    # and `joined` (their registrations), so that a new bill leaves them cached.
+    gpu = models.PositiveBigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"spend data version {self.value}"

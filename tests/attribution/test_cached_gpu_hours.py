@@ -1,6 +1,6 @@
-"""The runs' GPU-hours on the project page are cached with the rows they are for, and each kind
+"""The runs' GPU-hours on the project page are cached with the runs they are for, and each kind
 of change that moves them shows at the next load: new GPU metrics, a host mapped to the run's
-resource, a GPU's host edited by hand, a resource registered."""
+resource, a GPU's host edited by hand, a resource registered; a new bill leaves them cached."""
 
 from datetime import date
 
@@ -48,6 +48,24 @@ def test_new_gpu_metrics_show_on_the_next_load(member_client, bill):
     assert resnet_hours(member_client) == "2.5"
     hour_on(Gpu.objects.get(uuid="GPU-1", mig_instance=""), "2025-03-11T08:00:00")
     # As a GPU metrics import announces the days it wrote.
+    spend_data_changed.announce(start=date(2025, 3, 11), end=date(2025, 3, 12), reason="gpu_import")
+    assert resnet_hours(member_client) == "3.5"
+
+
+def test_a_new_bill_leaves_the_gpu_hours_cached(member_client, bill):
+    """A delivery or a re-attribution moves every spend figure but not what GPU-hours read (the
+    GPU metrics, GPUs, host mappings, registrations): the page after it reads no GPU-hour."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    assert resnet_hours(member_client) == "2.5"
+    # Written behind every announcement's back, to show what is read from the cache.
+    hour_on(Gpu.objects.get(uuid="GPU-1", mig_instance=""), "2025-03-11T08:00:00")
+    for reason in ("delivery", "reattribution"):
+        spend_data_changed.announce(start=date(2025, 3, 1), end=date(2025, 4, 1), reason=reason)
+        with CaptureQueriesContext(connection) as queries:
+            assert resnet_hours(member_client) == "2.5"
+        assert [q["sql"] for q in queries if GpuHour._meta.db_table in q["sql"]] == []
     spend_data_changed.announce(start=date(2025, 3, 11), end=date(2025, 3, 12), reason="gpu_import")
     assert resnet_hours(member_client) == "3.5"
 

@@ -13,16 +13,11 @@ module keeps the teams' and tokens' own. A refusal is always
 to do what only a lead may gets the same answer, so there is one rule to remember and to test.
 """
 
-import threading
-
-from django.core.signals import request_finished, request_started
 from django.db.models import QuerySet
-from django.db.models.signals import post_delete, post_save
 from django.http import Http404
 
+from .memo import RequestMemo
 from .models import ApiToken, Membership, Team
-
-_request = threading.local()
 
 
 def teams_led_by(*, user) -> QuerySet[Team]:
@@ -37,34 +32,11 @@ def teams_led_by(*, user) -> QuerySet[Team]:
 def leads_a_team(*, user) -> bool:
     """Whether the user leads at least one team (staff: whether there is a team). Read once per
     request: a page asks several times (its role, the findings it shows, what its parts are
-    cached by); a membership saved or deleted in the request makes it read again."""
-    memo = getattr(_request, "leads", None)
-    if memo is not None and user.pk in memo:
-        return memo[user.pk]
-    leads = teams_led_by(user=user).exists()
-    if memo is not None:
-        memo[user.pk] = leads
-    return leads
+    cached by); a team or membership saved or deleted in the request makes it read again."""
+    return _leads.get(user.pk, lambda: teams_led_by(user=user).exists())
 
 
-def _request_started(**_) -> None:
-    _request.leads = {}
-
-
-def _forget(**_) -> None:
-    if getattr(_request, "leads", None):
-        _request.leads = {}
-
-
-def _request_finished(**_) -> None:
-    _request.leads = None
-
-
-request_started.connect(_request_started, dispatch_uid="accounts-leads-started")
-request_finished.connect(_request_finished, dispatch_uid="accounts-leads-finished")
-for _model in (Team, Membership):
-    post_save.connect(_forget, sender=_model, dispatch_uid=f"leads-saved-{_model.__name__}")
-    post_delete.connect(_forget, sender=_model, dispatch_uid=f"leads-deleted-{_model.__name__}")
+_leads = RequestMemo("leads-a-team", models=(Team, Membership))
 
 
 def api_tokens_of(*, user) -> QuerySet[ApiToken]:

@@ -1,14 +1,12 @@
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 
-from django.core.signals import request_finished, request_started
 from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce, TruncMonth
-from django.db.models.signals import post_delete, post_save
 from django.http import Http404
 
+from apps.accounts.memo import RequestMemo
 from apps.accounts.models import Membership
 from apps.accounts.selectors import leads_a_team
 from apps.deployments.models import Deployment, DeploymentResource, Model
@@ -157,50 +155,25 @@ def projects_visible_to(*, user) -> QuerySet[Project]:
     return Project.objects.visible_to(user)
 
 
-_request = threading.local()
-
-
 def visible_project_ids(*, user) -> tuple[int, ...] | None:
     """The ids of the projects the user sees, sorted; None for staff, who see every project.
 
     A figure filtered by these ids, rather than by a subquery naming the user, compiles to the
     same SQL for everyone who sees the same projects, so a team shares its cached figures (they
     are keyed by their SQL), and the planner reads each project's rows from its (project, day)
-    index. Read once per request: a page asks several times."""
+    index. Read once per request: a page asks several times (a project or a membership saved or
+    deleted in the request makes it read again)."""
     if user.is_staff:
         return None
-    memo = getattr(_request, "ids", None)
-    if memo is not None and user.pk in memo:
-        return memo[user.pk]
-    ids = tuple(
-        sorted(set(Project.objects.visible_to(user).values_list("pk", flat=True).order_by()))
+    return _visible.get(
+        user.pk,
+        lambda: tuple(
+            sorted(set(Project.objects.visible_to(user).values_list("pk", flat=True).order_by()))
+        ),
     )
-    if memo is not None:
-        memo[user.pk] = ids
-    return ids
 
 
-def _request_started(**_) -> None:
-    _request.ids = {}
-
-
-def _forget(**_) -> None:
-    """A project or a membership saved or deleted in this request: read the ids again."""
-    if getattr(_request, "ids", None):
-        _request.ids = {}
-
-
-def _request_finished(**_) -> None:
-    _request.ids = None
-
-
-request_started.connect(_request_started, dispatch_uid="projects-visible-ids-started")
-request_finished.connect(_request_finished, dispatch_uid="projects-visible-ids-finished")
-for _model in (Project, Membership):
-    post_save.connect(_forget, sender=_model, dispatch_uid=f"visible-ids-saved-{_model.__name__}")
-    post_delete.connect(
-        _forget, sender=_model, dispatch_uid=f"visible-ids-deleted-{_model.__name__}"
-    )
+_visible = RequestMemo("visible-project-ids", models=(Project, Membership))
 
 
 def projects_editable_by(*, user) -> QuerySet[Project]:

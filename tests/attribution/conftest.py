@@ -95,10 +95,10 @@ def delivery(*, account: str, month: date, as_of: datetime, provider: str = "AWS
     )
 
 
-def rollup(
+def daily_cost(
     delivery: Delivery,
     day: date,
-    amount: str,
+    amount: str | Decimal,
     *,
     project=None,
     experiment=None,
@@ -110,8 +110,11 @@ def rollup(
     service: str = EC2,
     pricing: str = "Standard",
     currency: str = "USD",
+    line_items: int = 1,
 ) -> DailyCost:
-    row = DailyCost.objects.create(
+    """A row of the daily rollup, not yet saved (tests that need thousands bulk_create them),
+    its billed and list cost its spend."""
+    return DailyCost(
         delivery=delivery,
         day=day,
         project=project,
@@ -127,8 +130,14 @@ def rollup(
         effective_cost=Decimal(amount),
         billed_cost=Decimal(amount),
         list_cost=Decimal(amount),
-        line_items=1,
+        line_items=line_items,
     )
+
+
+def rollup(delivery: Delivery, day: date, amount: str, **fields) -> DailyCost:
+    """A saved row of the daily rollup (daily_cost's fields), its month rebuilt."""
+    row = daily_cost(delivery, day, amount, **fields)
+    row.save()
     # The import keeps the monthly rollup in step with the daily one; so must a hand-made bill.
     monthly_rebuild(delivery_id=delivery.pk)
     return row

@@ -19,7 +19,7 @@ from apps.experiments.models import Experiment, ExperimentResource
 from apps.gpu.models import Gpu, GpuHour
 from tests.factories import DeploymentFactory, ModelFactory, ProjectFactory
 
-from .conftest import NOW, at
+from .conftest import NOW, SAGEMAKER, at, daily_cost
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true", "HX-Target": "spend"}
@@ -81,43 +81,31 @@ def grow(bill, team) -> None:
                 for h in range(48)
             )
         for day in days:
+            delivered = bill.march if day.month == 3 else bill.february
             for run in runs[day.day % 5 :: 5]:
                 rows.append(
-                    DailyCost(
-                        delivery=bill.march if day.month == 3 else bill.february,
-                        day=day,
+                    daily_cost(
+                        delivered,
+                        day,
+                        "1.25",
                         project=project,
                         experiment=run,
                         workload="training",
-                        cost_kind="gpu_compute",
-                        provider_name="AWS",
-                        region_id="us-east-1",
-                        service_name="Amazon Elastic Compute Cloud",
-                        pricing_category="Standard",
-                        billing_currency="USD",
-                        effective_cost=Decimal("1.25"),
-                        billed_cost=Decimal("1.25"),
-                        list_cost=Decimal("1.25"),
                         line_items=24,
                     )
                 )
             for deployment in deployments:
                 rows.append(
-                    DailyCost(
-                        delivery=bill.march if day.month == 3 else bill.february,
-                        day=day,
+                    daily_cost(
+                        delivered,
+                        day,
+                        "3.50",
                         project=project,
                         deployment=deployment,
                         workload="inference",
-                        cost_kind="gpu_compute",
-                        provider_name="AWS",
-                        region_id="us-west-2",
-                        service_name="Amazon SageMaker",
-                        pricing_category="Committed",
-                        billing_currency="USD",
-                        effective_cost=Decimal("3.50"),
-                        billed_cost=Decimal("3.50"),
-                        list_cost=Decimal("3.50"),
+                        region="us-west-2",
+                        service=SAGEMAKER,
+                        pricing="Committed",
                         line_items=24,
                     )
                 )

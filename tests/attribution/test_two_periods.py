@@ -21,7 +21,7 @@ from tests.factories import (
     ProjectFactory,
 )
 
-from .conftest import delivery
+from .conftest import daily_cost, delivery
 
 D = Decimal
 
@@ -107,23 +107,14 @@ def year_of_days(organization):
             if day.toordinal() % 9 == number:
                 amount = -amount  # a credit
             rows.append(
-                DailyCost(
-                    delivery=bill,
-                    day=day,
+                daily_cost(
+                    bill,
+                    day,
+                    amount,
                     project=project,
                     experiment=experiment,
                     deployment=deployment,
                     workload="training",
-                    cost_kind="gpu_compute",
-                    provider_name="AWS",
-                    region_id="us-east-1",
-                    service_name="EC2",
-                    pricing_category="Standard",
-                    billing_currency="USD",
-                    effective_cost=amount,
-                    billed_cost=amount,
-                    list_cost=amount,
-                    line_items=1,
                 )
             )
         day += timedelta(days=1)

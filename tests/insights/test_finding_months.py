@@ -7,7 +7,9 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
+from django.db import connection, transaction
 from django.db.models import Sum
+from django.test.utils import CaptureQueriesContext
 
 from apps.insights.days import days_forget, days_seen
 from apps.insights.models import Finding, FindingDay, FindingMonth, Kind
@@ -168,3 +170,39 @@ def test_a_page_caches_the_sums_of_months_and_days(months, lead):
 
     assert findings_statements() > 0
     assert findings_statements() == 0
+
+
+def _parallel_workers() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_parallel_workers_per_gather")
+        return cursor.fetchone()[0]
+
+
+def _sums_planned_alone(findings) -> tuple[list, list[str]]:
+    """The top findings of 31 January – 15 April (a whole month and two ragged ends) and the
+    statements that ranked them."""
+    with CaptureQueriesContext(connection) as captured:
+        top = _top_in_period(findings, start=date(2025, 1, 31), end=date(2025, 4, 15), limit=2)
+    return top, [query["sql"] for query in captured]
+
+
+@pytest.mark.parametrize("in_transaction", [True, False])
+@pytest.mark.django_db(transaction=True)
+def test_the_sums_are_planned_without_parallel_workers_and_the_setting_ends_with_them(
+    months, in_transaction
+):
+    """A period's parts read a few thousand rows by index; the workers of a parallel plan took
+    longer to start than they saved. The setting ends with the sums: after them, in autocommit
+    or inside a caller's transaction, the connection plans as before."""
+    before = _parallel_workers()
+    assert before != "0"
+    if in_transaction:
+        with transaction.atomic():
+            top, statements = _sums_planned_alone(Finding.objects.all())
+            assert _parallel_workers() == before
+    else:
+        top, statements = _sums_planned_alone(Finding.objects.all())
+    ranking = next(index for index, sql in enumerate(statements) if "sums.finding_id" in sql)
+    assert statements[ranking - 1] == "SET LOCAL max_parallel_workers_per_gather = 0"
+    assert len(top) == 2
+    assert _parallel_workers() == before

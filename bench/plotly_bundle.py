@@ -1,45 +1,43 @@
-"""Benchmark: what a Plotly bundle costs on its own in Chromium, warm: the script loaded and run,
-then a stacked bar chart drawn and painted. Compares bundles in the same run.
+"""Benchmark: what a Plotly bundle costs on its own in Chromium, warm: the bundle run, then a
+stacked bar chart drawn. Compares bundles in the same run.
 
-    python bench/plotly_bundle.py static/vendor/plotly-basic-3.7.0.min.js OTHER.js ...
+    python bench/plotly_bundle.py static/vendor/plotly-costsite-3.7.0.min.js OTHER.js ...
 
-Each bundle is served with a bare page from a temporary folder on loopback. The page inserts the
-bundle as a script, then draws 10 bar traces of 90 days stacked, as the overview's daily chart
-does. Each bundle gets `--contexts` new browser contexts, alternating with the others, and the
-third load of each context is kept: the HTTP cache and V8's code cache are warm, as on a
-returning user's visit. Reported: medians of the script's load and run, the chart's draw (its
-`Plotly.newPlot` promise), and the frame after it (painted).
+Each bundle is served from a temporary folder on loopback, with a bare page that loads it as
+costsite's pages do: a deferred script in the head, then a second deferred script that draws,
+at DOMContentLoaded, 10 bar traces of 90 days stacked (as the overview's daily chart). Scripts
+are served with far-future cache headers. For each bundle, `--contexts` new browser contexts,
+alternating with the others, each opening the page three times, and the third is kept (the HTTP
+cache and V8's code cache warm, as on a returning user's visit), two ways:
 
-Other bundles can be built from the npm package with esbuild, for example core and bar only:
+- new tab: each visit in a new tab of the context (a new renderer, which reads the compiled
+  bundle back from the code cache);
+- same tab: the three visits in one tab (its renderer has compiled and run the bundle before).
 
-    npm install plotly.js@3.7.0 esbuild
-    cat > entry.js <<'JS'
-    var Plotly = require("plotly.js/lib/core");
-    Plotly.register([require("plotly.js/lib/bar")]);
-    module.exports = Plotly;
-    JS
-    npx esbuild entry.js --bundle --minify --format=iife --global-name=Plotly \\
-        --define:global=window --define:define.amd=false --target=es2016 --outfile=core-bar.js
+Reported, medians in ms from navigation start: the bundle run (the second script starts),
+and the chart drawn (its `Plotly.newPlot` promise settled), and the draw alone.
+
+Other bundles can be built from the npm package with esbuild (static/vendor/README.md has the
+command of costsite's); for example Plotly's *basic* bundle is `npm pack
+plotly.js-basic-dist-min@3.7.0`.
 """
 
 import argparse
 import functools
 import http.server
-import json
 import shutil
 import statistics
 import tempfile
 import threading
 from pathlib import Path
 
-PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>bundle</title></head><body>
-<div id="chart" style="width:900px;height:400px"></div>
-<script>
-var started = performance.now();
-var script = document.createElement("script");
-script.src = new URLSearchParams(location.search).get("bundle");
-script.onload = function () {
-  var loaded = performance.now();
+PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>bundle</title>
+<script src="BUNDLE" defer></script><script src="draw.js" defer></script></head><body>
+<div id="chart" style="width:900px;height:400px"></div></body></html>"""
+
+DRAW = """window.bundleRun = performance.now();
+document.addEventListener("DOMContentLoaded", function () {
+  var started = performance.now();
   var data = [];
   for (var trace = 0; trace < 10; trace++) {
     var x = [], y = [];
@@ -52,21 +50,20 @@ script.onload = function () {
   Plotly.newPlot("chart", data, {barmode: "stack"}, {responsive: true, displaylogo: false})
     .then(function () {
       var drawn = performance.now();
-      requestAnimationFrame(function () {
-        setTimeout(function () {
-          window.result = {load_ms: loaded - started, draw_ms: drawn - loaded,
-                           painted_ms: performance.now() - loaded};
-        }, 0);
-      });
+      window.result = {bundle_run_ms: window.bundleRun, chart_ms: drawn,
+                       draw_ms: drawn - started};
     });
-};
-document.head.appendChild(script);
-</script></body></html>"""
+});"""
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
+
+    def end_headers(self) -> None:
+        if self.path.split("?")[0].endswith(".js"):
+            self.send_header("Cache-Control", "max-age=315360000, public, immutable")
+        super().end_headers()
 
 
 def main() -> None:
@@ -79,19 +76,20 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        (root / "page.html").write_text(PAGE)
+        (root / "draw.js").write_text(DRAW)
         names, sizes = [], {}
         for index, bundle in enumerate(args.bundles):
             name = f"{index}-{bundle.name}"
             shutil.copyfile(bundle, root / name)
+            (root / f"{name}.html").write_text(PAGE.replace("BUNDLE", name))
             names.append(name)
             sizes[name] = bundle.stat().st_size
         server = http.server.ThreadingHTTPServer(
             ("127.0.0.1", 0), functools.partial(Quiet, directory=folder)
         )
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        base = f"http://127.0.0.1:{server.server_address[1]}/page.html"
-        results: dict[str, list[dict]] = {name: [] for name in names}
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        results = {(name, way): [] for name in names for way in ("new tab", "same tab")}
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=shutil.which("chromium"),
@@ -100,29 +98,27 @@ def main() -> None:
             )
             for attempt in range(args.contexts):
                 for name in names:
-                    context = browser.new_context()
-                    page = context.new_page()
-                    errors: list[str] = []
-                    page.on("pageerror", lambda error, errors=errors: errors.append(str(error)))
-                    for _ in range(3):
-                        page.goto(f"{base}?bundle={name}&visit={attempt}")
-                        try:
-                            page.wait_for_function("window.result", timeout=15_000)
-                        except Exception:
-                            raise SystemExit(f"{name}: no chart drawn: {errors}") from None
-                    results[name].append(page.evaluate("window.result"))
-                    context.close()
+                    for way in ("new tab", "same tab"):
+                        context = browser.new_context()
+                        page = None
+                        for visit in range(3):
+                            if page is None or way == "new tab":
+                                page = context.new_page()
+                            page.goto(f"{base}/{name}.html?visit={attempt}.{visit}")
+                            try:
+                                page.wait_for_function("window.result", timeout=15_000)
+                            except Exception:
+                                raise SystemExit(f"{name}: no chart drawn") from None
+                        results[(name, way)].append(page.evaluate("window.result"))
+                        context.close()
             browser.close()
         server.shutdown()
-    summary = {
-        name: {
-            "bytes": sizes[name],
-            **{key: round(statistics.median(r[key] for r in runs), 1) for key in runs[0]},
-        }
-        for name, runs in results.items()
-    }
-    for name, figures in summary.items():
-        print(name, json.dumps(figures))
+    print("| bundle | bytes | way | bundle run | chart drawn | of it, the draw |")
+    print("| --- | ---: | --- | ---: | ---: | ---: |")
+    for (name, way), runs in results.items():
+        figures = [statistics.median(run[key] for run in runs) for key in runs[0]]
+        cells = " | ".join(f"{value:.1f}" for value in figures)
+        print(f"| {name} | {sizes[name]:,} | {way} | {cells} |")
 
 
 if __name__ == "__main__":

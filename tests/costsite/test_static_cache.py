@@ -12,7 +12,7 @@ from django.test import Client
 
 pytestmark = pytest.mark.django_db
 YEAR = 365 * 24 * 60 * 60
-FILES = ["vendor/plotly-basic-3.7.0.min.js", "costsite/charts.js", "costsite/site.css"]
+FILES = ["vendor/plotly-costsite-3.7.0.min.js", "costsite/charts.js", "costsite/site.css"]
 
 
 def _max_age(cache_control: str) -> int:

@@ -227,8 +227,8 @@ def main() -> None:
         "--baseline-static",
         type=Path,
         help="collected static files (with their staticfiles.json) of another tree, served by a "
-        "second gunicorn and measured in the same runs (an A/B of the front end); it must hold "
-        "every file this tree's templates name, or WhiteNoise serves this tree's own",
+        "second gunicorn and measured in the same runs (an A/B of the front end); this tree's "
+        "templates name the files, so a variant of a file must be there under the same name",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "browser")
     args = parser.parse_args()

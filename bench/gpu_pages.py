@@ -105,7 +105,7 @@ def main() -> None:
 
     from apps.accounts.models import Membership
     from apps.gpu import daily
-    from apps.gpu.models import Gpu, GpuDay, GpuHour, GpuModelDay
+    from apps.gpu.models import Gpu, GpuDay, GpuHour, GpuModelDay, GpuMonth
     from apps.projects.models import Project
 
     module = sys.modules[__name__]
@@ -126,7 +126,9 @@ def main() -> None:
             GPU-days for a year's 51,568 and joined each to its GPU one at a time, and after
             three rebuilds read 106,000 dead model-days for 5,000 live ones."""
             if connection.vendor == "postgresql":
-                tables = f"{GpuDay._meta.db_table}, {GpuModelDay._meta.db_table}"
+                tables = ", ".join(
+                    model._meta.db_table for model in (GpuDay, GpuModelDay, GpuMonth)
+                )
                 with connection.cursor() as cursor:
                     cursor.execute(f"VACUUM ANALYZE {tables}")
 
@@ -217,6 +219,7 @@ def main() -> None:
         "gpus": Gpu.objects.count(),
         "gpu_hours": GpuHour.objects.count(),
         "gpu_days": GpuDay.objects.count(),
+        "gpu_months": GpuMonth.objects.count(),
         "runs": args.runs,
         "requests": args.requests,
         "cold_requests": args.cold,
@@ -229,7 +232,8 @@ def main() -> None:
     (args.out / "gpu-pages.json").write_text(json.dumps(summary, indent=2, default=str))
     print(
         f"\n{summary['gpus']} GPUs, {summary['gpu_hours']} GPU-hours, {summary['gpu_days']} "
-        f"GpuDay rows; full rebuild {summary['full_rebuild_s']} s"
+        f"GpuDay rows, {summary['gpu_months']} GpuMonth rows; full rebuild "
+        f"{summary['full_rebuild_s']} s"
     )
     print(
         "\n| page | variant | queries | warm median / p95 (worst p95) ms | warm p95 × trivial "

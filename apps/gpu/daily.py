@@ -3,7 +3,8 @@
 The fleet page groups GPU-hours by day, utilisation band, GPU model, project and GPU. Read from
 the hourly rollup, a year of a fleet of 10,000 GPUs is a million rows, and each project's share
 was a query of its own; GpuDay holds the same figures one row per GPU, UTC day and set of
-projects, so every grouping is one query over a few rows per GPU-day.
+projects, so every grouping is one query over a few rows per GPU-day. GpuMonth sums GpuDay per
+calendar month for the GPU table over long ranges (whole months read there, the ends from days).
 
 Which projects a GPU-hour counts for follows the rules of selectors.py (a registration's window,
 the GPU's resolution to a billed resource): GpuSegment cuts each GPU's time into stretches covered
@@ -29,8 +30,9 @@ from apps.accounts.models import Organization
 from apps.deployments.models import Deployment
 from apps.experiments.models import Experiment
 from costsite.celery import task_enqueue_on_commit
+from costsite.months import month_start, next_month_start
 
-from .models import Gpu, GpuDay, GpuHour, GpuModelDay, GpuRollupState, GpuSegment
+from .models import Gpu, GpuDay, GpuHour, GpuModelDay, GpuMonth, GpuRollupState, GpuSegment
 from .resolution import EARLIEST, LATEST, _gpus_by_resource, _tail
 
 BATCH = 5000  # segments written at a time
@@ -229,7 +231,36 @@ def _days_write(*, start: date | None, end: date | None, threshold: float) -> in
         cursor.execute(sql, [*bands, *params])
         written = cursor.rowcount
         cursor.execute(by_model, model_params)
+    _months_write(start=start, end=end)
     return written
+
+
+def _months_write(*, start: date | None, end: date | None) -> None:
+    """Rewrite the GpuMonth rows of every month that [start, end) reaches (None: all) from
+    GpuDay: a day rebuilt rebuilds its whole month (at most 31 days of GpuDay rows)."""
+    months = GpuMonth.objects.all()
+    where, params = "", []
+    if start is not None:
+        first, stop = month_start(start), next_month_start(end - timedelta(days=1))
+        months = months.filter(month__gte=first, month__lt=stop)
+        where, params = "WHERE d.day >= %s AND d.day < %s", [first, stop]
+    months.delete()
+    month = (
+        "date_trunc('month', d.day)::date"
+        if connection.vendor == "postgresql"
+        else "date(d.day, 'start of month')"
+    )
+    sql = f"""
+        INSERT INTO {GpuMonth._meta.db_table} (month, gpu_id, projects, gpu_hours, weighted_util,
+            idle_gpu_hours)
+        SELECT {month}, d.gpu_id, d.projects, SUM(d.gpu_hours), SUM(d.weighted_util),
+            SUM(d.idle_gpu_hours)
+        FROM {GpuDay._meta.db_table} d
+        {where}
+        GROUP BY {month}, d.gpu_id, d.projects
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def day_after(moment: datetime) -> date:

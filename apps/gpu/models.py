@@ -345,6 +345,31 @@ class GpuModelDay(models.Model):
         return f"{self.day} {self.model_name or '?'} {self.projects or '-'}"
 
 
+class GpuMonth(models.Model):
+    """GpuDay summed per calendar month: one row per GPU, month (its first day) and set of
+    projects. The GPU table and its GPUs per model read whole months of a long range here and
+    the ragged ends from GpuDay (costsite.months.rollup_plan): a year of the benchmark's fleet
+    is 12,000 rows here against 56,000 days, since a GPU is mostly busy for days at a time in
+    the same month. Per GPU only the three sums the table shows; rebuilt with GpuDay."""
+
+    month = models.DateField()
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+")
+    projects = models.CharField(max_length=1000, blank=True)
+    gpu_hours = models.FloatField()
+    weighted_util = models.FloatField()
+    idle_gpu_hours = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["month", "gpu", "projects"], name="gpumonth_unique_month_gpu_projects"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_id} {self.month:%Y-%m} {self.projects or '-'}"
+
+
 class GpuRollupState(models.Model):
     """One row: what of the daily rollup is out of date. `stale_all`: everything (the
     registrations, mappings or GPUs' hosts changed, or it was never built); else the UTC days

@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from django.db import connection, transaction
 from django.db.models import Max, Min
 
-from apps.spend.filters import month_start, next_month_start
+from costsite.months import month_start, next_month_start
 
 from .compute import day_start
 from .models import (

@@ -19,8 +19,8 @@ from apps.accounts.selectors import leads_a_team
 # Spend reads (the integrator points these at apps.spend).
 from apps.billing.models import DailyResourceCost
 from apps.projects.selectors import projects_editable_by, visible_project_ids
-from apps.spend.filters import month_start, next_month_start
 from apps.spend.selectors import data_as_of as billing_data_as_of
+from costsite.months import month_start, next_month_start
 
 from .compute import day_start
 from .days import day_rollup_used

@@ -14,9 +14,10 @@ from apps.billing.models import DailyCost, MonthlyCost
 from apps.deployments.models import Deployment, Model
 from apps.experiments.models import Experiment
 from apps.projects.models import Project
+from costsite.months import month_start, next_month_start
 
 from .figures import cached
-from .filters import Period, month_start, next_month_start
+from .filters import Period
 from .rollup import (
     MONEY,
     PARETO_SHARE,

@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from apps.accounts.models import Team
 from apps.projects.models import Project, Workload
 from costsite.forms import SiteForm
+from costsite.months import month_start
 
 # (key, label). "all" starts at the first day with data.
 PRESETS = [
@@ -37,15 +38,6 @@ DAILY_UNTIL_DAYS = 92
 # date can hold (1 Jan 0001, 31 Dec 9999) has no period before it or day after it to compute.
 EARLIEST_DAY = date(2000, 1, 1)
 LATEST_DAY = date(2099, 12, 31)
-
-
-def month_start(day: date) -> date:
-    return day.replace(day=1)
-
-
-def next_month_start(day: date) -> date:
-    """The first day of the month after `day`'s."""
-    return (month_start(day) + timedelta(days=32)).replace(day=1)
 
 
 def previous_month_start(day: date) -> date:

@@ -1,8 +1,6 @@
 """The rollup plan and query (`SpendScope`, the daily/monthly plan), the scopes of each page,
 spend totals, import runs and deliveries, and how fresh the data is."""
 
-import functools
-import operator
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,9 +33,10 @@ from apps.experiments.models import Experiment
 from apps.projects.models import Project
 from apps.projects.selectors import visible_project_ids
 from costsite.dates import as_of_shown
+from costsite.months import rollup_plan
 
 from .figures import cached_rows
-from .filters import Period, month_start, next_month_start
+from .filters import Period
 
 ZERO = Decimal(0)
 CENT = Decimal("0.01")
@@ -215,59 +214,6 @@ class SpendScope:
         return _in_period(rows, period)
 
 
-@dataclass(frozen=True)
-class RollupPlan:
-    """Which part of a range a selector reads from the monthly rollup and which from the daily.
-
-    Whole calendar months inside the range are read as months, unless a cut (a day the selector
-    compares on both sides of, such as the start of the period against the one before) falls
-    inside one; the ragged ends are read as days. `months_before` stands for "every month before
-    this one" (a range without a start).
-    """
-
-    months: tuple[date, ...] = ()
-    months_before: date | None = None
-    day_ranges: tuple[tuple[date | None, date], ...] = ()
-
-    def days(self) -> Q | None:
-        """What it reads from a daily rollup, as a filter on `day` (None: nothing)."""
-        if not self.day_ranges:
-            return None
-        return _any([Q(day__gte=start, day__lt=end) for start, end in self.day_ranges])
-
-    def whole_months(self) -> Q | None:
-        """What it reads from a monthly rollup, as a filter on `month` (None: nothing)."""
-        wanted = [Q(month__in=self.months)] if self.months else []
-        if self.months_before:
-            wanted.append(Q(month__lt=self.months_before))
-        return _any(wanted) if wanted else None
-
-
-def rollup_plan(start: date | None, end: date, cuts: tuple[date, ...] = ()) -> RollupPlan:
-    months: list[date] = []
-    ranges: list[tuple[date | None, date]] = []
-    months_before = None
-    day = start
-    if start is None:
-        cut_months = [month_start(cut) for cut in cuts if cut < end]
-        months_before = min([month_start(end), *cut_months])
-        day = months_before
-    while day < end:
-        month = month_start(day)
-        following = next_month_start(month)
-        if day == month and following <= end and not any(month < c < following for c in cuts):
-            months.append(month)
-            day = following
-            continue
-        stop = min(following, end)
-        if ranges and ranges[-1][1] == day:
-            ranges[-1] = (ranges[-1][0], stop)
-        else:
-            ranges.append((day, stop))
-        day = stop
-    return RollupPlan(tuple(months), months_before, tuple(ranges))
-
-
 def rollup_rows(
     q: Q,
     period: Period,
@@ -318,10 +264,6 @@ def daily_shaped(
         return shape(_in_period(DailyProjectCost.objects.filter(q), period))
     except FieldError:
         return shape(_in_period(DailyCost.objects.filter(q), period))
-
-
-def _any(conditions: list[Q]) -> Q:
-    return functools.reduce(operator.or_, conditions)
 
 
 def _in_period(rows: QuerySet, period: Period | None) -> QuerySet:

@@ -18,15 +18,10 @@ from apps.billing.models import (
     MonthlyCost,
 )
 from apps.projects.models import Project, Workload
+from costsite.months import month_start, next_month_start
 
 from .figures import cached, cached_rows
-from .filters import (
-    Period,
-    days_in_month,
-    month_start,
-    next_month_start,
-    previous_month_start,
-)
+from .filters import Period, days_in_month, previous_month_start
 from .rollup import (
     CENT,
     ZERO,

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from apps.billing.loader import monthly_rebuild
 from apps.billing.models import DailyCost
 from apps.spend.changes import spend_changes, two_periods_plan
-from apps.spend.filters import Period, next_month_start, preset_period
+from apps.spend.filters import Period, preset_period
 from apps.spend.rollup import MONEY, ZERO, SpendScope
+from costsite.months import next_month_start
 from tests.factories import (
     DeploymentFactory,
     ExperimentFactory,

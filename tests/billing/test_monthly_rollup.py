@@ -12,7 +12,8 @@ from apps.billing.models import DailyCost, MonthlyCost
 from apps.billing.services import attribution_refresh
 from apps.projects.models import AllocationRule
 from apps.spend.filters import Period
-from apps.spend.selectors import RollupPlan, rollup_plan, rollup_rows
+from apps.spend.selectors import rollup_rows
+from costsite.months import RollupPlan, rollup_plan
 
 from .conftest import focus_line, run_import, write_focus
 

@@ -24,6 +24,7 @@ median over the runs and the worst run.
 """
 
 import argparse
+import importlib
 import json
 import os
 import secrets
@@ -115,6 +116,9 @@ def main() -> None:
     import django
 
     django.setup()
+    # The process as gunicorn serves it: costsite.wsgi imports every view and freezes what
+    # start-up made (gc.freeze), so a full collection does not walk it during a request.
+    importlib.import_module("costsite.wsgi")
     from django.contrib.auth import get_user_model
     from django.test import Client, override_settings
     from django.urls import reverse

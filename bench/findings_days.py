@@ -14,6 +14,7 @@ test client in this process: the time is Django's and the database's, no network
 """
 
 import argparse
+import importlib
 import os
 import secrets
 import statistics
@@ -37,6 +38,9 @@ def main() -> None:
     import django
 
     django.setup()
+    # The process as gunicorn serves it: costsite.wsgi imports every view and freezes what
+    # start-up made (gc.freeze), so a full collection does not walk it during a request.
+    importlib.import_module("costsite.wsgi")
     from django.contrib.auth import get_user_model
     from django.test import Client, override_settings
 

@@ -23,6 +23,7 @@ request.
 """
 
 import argparse
+import importlib
 import json
 import os
 import secrets
@@ -98,6 +99,9 @@ def main() -> None:
     import django
 
     django.setup()
+    # The process as gunicorn serves it: costsite.wsgi imports every view and freezes what
+    # start-up made (gc.freeze), so a full collection does not walk it during a request.
+    importlib.import_module("costsite.wsgi")
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import Client, override_settings

@@ -22,6 +22,7 @@ Goal (issue 18): p95 within 25x the trivial view's at 10M line items.
 """
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -44,6 +45,9 @@ def main() -> None:
     import django
 
     django.setup()
+    # The process as gunicorn serves it: costsite.wsgi imports every view and freezes what
+    # start-up made (gc.freeze), so a full collection does not walk it during a request.
+    importlib.import_module("costsite.wsgi")
     from django.contrib.auth import get_user_model
     from django.test import Client, override_settings
     from django.urls import reverse

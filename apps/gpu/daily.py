@@ -173,7 +173,10 @@ def segments_rebuild() -> int:
 def _days_write(*, start: date | None, end: date | None, threshold: float) -> int:
     """Rewrite the GpuDay rows of the UTC days [start, end) (None: all) from the hourly rollup:
     one INSERT ... SELECT joining each GPU-hour to the segment it lies in (a correlated
-    look-up per GPU-hour took 30 s for a year of 10,000 GPUs; the join, a few)."""
+    look-up per GPU-hour took 30 s for a year of 10,000 GPUs; the join, a few). Rows are
+    written in the order of their day (and month), so that a range's rows lie together on
+    disk: written in the order the grouping left them, a month's 4,700 GPU-days lay on 774
+    pages of the table."""
     from .selectors import BAND_LOW_UNTIL, BAND_MODERATE_UNTIL
 
     days = GpuDay.objects.all()
@@ -209,6 +212,7 @@ def _days_write(*, start: date | None, end: date | None, threshold: float) -> in
             AND h.hour >= s."start" AND h.hour < s."end"
         WHERE h.util_samples > 0 {where}
         GROUP BY {day}, h.gpu_id, COALESCE(s.projects, '')
+        ORDER BY {day}, h.gpu_id
     """
     bands = [threshold, threshold, low_until, low_until, BAND_MODERATE_UNTIL, busy_from]
     sums = "gpu_hours, weighted_util, idle_gpu_hours, band_idle, band_low, band_moderate, band_busy"
@@ -226,6 +230,7 @@ def _days_write(*, start: date | None, end: date | None, threshold: float) -> in
         FROM {GpuDay._meta.db_table} d JOIN {Gpu._meta.db_table} g ON g.id = d.gpu_id
         {model_where}
         GROUP BY d.day, g.model_name, d.projects
+        ORDER BY d.day
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, [*bands, *params])
@@ -258,6 +263,7 @@ def _months_write(*, start: date | None, end: date | None) -> None:
         FROM {GpuDay._meta.db_table} d
         {where}
         GROUP BY {month}, d.gpu_id, d.projects
+        ORDER BY {month}, d.gpu_id
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -22,8 +22,9 @@ from collections.abc import Callable
 
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.loader import render_to_string
 from django.utils import timezone
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from apps.accounts.guards import is_staff_or_lead
 from apps.accounts.models import Team
@@ -56,6 +57,7 @@ def page_fragment(
     render: Callable[[], SafeString],
     *,
     spend: bool = True,
+    findings: bool = True,
     **depends_on: object,
 ) -> SafeString:
     """The HTML `render()` makes of a page's spend and findings figures, cached while neither
@@ -64,9 +66,10 @@ def page_fragment(
     same time zone and currency, seeing the same projects and teams in the same role, with the
     bill loaded up to the same minute as shown (never later than now). `render` must read
     nothing else about the request than `depends_on` names: no user, no CSRF token (a form that
-    posts takes its token from outside the part, by the input's `form` attribute). Without
-    `spend`, a part that shows neither spend nor findings: cached until what it shows is saved
-    (the joined version), whatever the bill and the findings do."""
+    posts takes its token from outside the part, by the input's `form` attribute). `spend` and
+    `findings` say what the part shows (apps.spend.figures.cached_fragment): a part without
+    either is cached until what it shows is saved (the joined version), whatever the bill and
+    the findings do."""
     # The same for every part of the request's page: asked once.
     asked = getattr(request, "_costsite_fragment_parts", None)
     if asked is None:
@@ -85,11 +88,44 @@ def page_fragment(
     # The versions (the data's, the findings') are read by cached_fragment for each part.
     parts = {**asked, **depends_on, "name": name}
     if not spend:
-        # A part that shows no spend (`spend=False`: a project's runs, models and deployments)
-        # does not follow the bill either: an import leaves it cached.
+        # A part that shows no spend (a findings section; a project's runs, models and
+        # deployments) does not follow the bill either: an import leaves it cached.
         del parts["fresh"]
     # Rendered HTML is a SafeString, and stays one through the cache (pickled with its class).
-    return cached_fragment(parts, render, spend=spend)
+    return cached_fragment(parts, render, spend=spend, findings=findings)
+
+
+# Where a spend part's HTML takes its findings section (page_fragment_with_findings).
+FINDINGS_SLOT = mark_safe("<!-- costsite: the findings section -->")
+
+
+def page_fragment_with_findings(
+    request: HttpRequest,
+    name: str,
+    render: Callable[[], SafeString],
+    section: Callable[[], object],
+    **depends_on: object,
+) -> SafeString:
+    """A part of a page that shows spend figures with a findings section among them, cached as
+    two parts: the spend under the data version alone, rendered with FINDINGS_SLOT where the
+    section goes (`render` puts `findings_slot` in its template), and the section (`section()`:
+    a FindingsSection) under the findings' version. Cached whole, a recompute of findings made
+    every spend figure around the section be built and rendered again, and a new bill the
+    section: half of a cold overview's time went to the half that had not changed."""
+    spend_html = page_fragment(request, name, render, findings=False, **depends_on)
+    section_html = page_fragment(
+        request,
+        f"{name}:findings",
+        lambda: render_to_string(
+            "insights/_findings_section.html",
+            {"section": section(), "title": "Waste"},
+            request=request,
+        ),
+        spend=False,
+        **depends_on,
+    )
+    # Both parts are our templates' output, escaped as they were rendered.
+    return mark_safe(spend_html.replace(FINDINGS_SLOT, section_html, 1))  # noqa: S308
 
 
 def _team_ids(user) -> tuple[int, ...] | None:

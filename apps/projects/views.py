@@ -1,4 +1,5 @@
 import copy
+import functools
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -11,13 +12,14 @@ from django.utils.safestring import SafeString
 
 from apps.accounts.selectors import teams_led_by
 from apps.digests.selectors import project_alerts
-from apps.insights.figures import page_fragment
+from apps.insights.figures import FINDINGS_SLOT, page_fragment, page_fragment_with_findings
 from apps.insights.selectors import findings_section
 from apps.insights.selectors_part3 import project_failed_share
 from apps.projects.selectors import can_create_project, can_edit_project, project_for_user
 from apps.spend.filters import PRESET_LABELS
 from apps.spend.sections import (
     PROJECT_LIST_PRESETS,
+    project_filters,
     project_list_spend,
     project_spend,
     request_organization,
@@ -132,34 +134,45 @@ def _body_html(request: HttpRequest, project) -> SafeString:
             request=request,
         ),
         spend=False,
+        findings=False,
     )
 
 
 def _spend_html(request: HttpRequest, project) -> SafeString:
-    """The spend section (#spend, also what a filter change fetches), cached per data version."""
-    return page_fragment(
+    """The spend section (#spend, also what a filter change fetches), cached per data version,
+    and its findings section per findings version."""
+    filters = functools.cache(lambda: project_filters(request.GET))  # read once, if at all
+
+    def section():
+        period = filters().period
+        return findings_section(
+            user=request.user, start=period.start, end=period.end, project=project
+        )
+
+    return page_fragment_with_findings(
         request,
         f"project-spend:{project.pk}",
         lambda: render_to_string(
             "projects/project_detail.html#spend",
-            {"project": project, **_spend(request, project)},
+            {"project": project, **_spend(request, project, filters())},
             request=request,
         ),
+        section,
     )
 
 
-def _spend(request: HttpRequest, project) -> dict:
+def _spend(request: HttpRequest, project, filters) -> dict:
     spend = project_spend(
-        project=project, params=request.GET, currency=request_organization(request).currency
+        project=project,
+        params=request.GET,
+        currency=request_organization(request).currency,
+        filters=filters,
     ).context()
     period = spend["filters"].period
-    findings = findings_section(
-        user=request.user, start=period.start, end=period.end, project=project
-    )
     failed = project_failed_share(project=project, start=period.start, end=period.end)
     return {
         **spend,
-        "findings": findings,
+        "findings_slot": FINDINGS_SLOT,
         "failed_share": failed,
         "rule_gpu_workload": selectors.project_rule_gpu_workload(project=project),
     }

@@ -240,19 +240,29 @@ def _boxed(key: str, compute: Callable[[], object]) -> object:
 
 
 def cached_fragment(
-    parts: dict[str, object], render: Callable[[], object], *, spend: bool = True
+    parts: dict[str, object],
+    render: Callable[[], object],
+    *,
+    spend: bool = True,
+    findings: bool = True,
 ) -> object:
     """A rendered part of a page (its HTML), cached like the figures it shows: under the data
     version, the findings' version and `parts`, which name everything else the HTML depends on
     (the URL with its query, the day, the time zone, who sees what: apps.insights.figures.
-    page_fragment builds them). A hit skips the figures and the template both. Without `spend`
-    (a part that shows neither spend nor findings: a project's runs, models and deployments),
-    keyed by the joined version alone, so that an import or a recompute leaves it cached."""
+    page_fragment builds them). A hit skips the figures and the template both. A part that
+    shows spend and no findings is keyed by the data version alone (a recompute leaves it), one
+    that shows findings and no spend by the findings' version and the joined one (an import
+    leaves it), and one that shows neither (a project's runs, models and deployments) by the
+    joined version alone."""
     if not getattr(_request, "active", False):
         return render()
     versions = versions_read()
     if spend:
-        parts, version = {**parts, "findings": versions.findings}, versions.data
+        version = versions.data
+        if findings:
+            parts = {**parts, "findings": versions.findings}
+    elif findings:
+        version = f"findings-{versions.findings}.{versions.joined}"
     else:
         version = f"joined-{versions.joined}"
     digest = hashlib.sha256(repr(sorted(parts.items())).encode()).hexdigest()

@@ -117,9 +117,12 @@ class ProjectSpend(SpendSection):
     deployment_movers: list[selectors.Change]
 
 
-def project_spend(*, project: Project, params: QueryDict, currency: str) -> ProjectSpend:
-    """The spend section of the project page."""
-    filters = project_filters(params)
+def project_spend(
+    *, project: Project, params: QueryDict, currency: str, filters: SpendFilters | None = None
+) -> ProjectSpend:
+    """The spend section of the project page (`filters`: project_filters(params), where the
+    caller has them)."""
+    filters = filters or project_filters(params)
     scope = selectors.project_scope(
         project=project, currency=currency, provider=filters.provider, workload=filters.workload
     )

@@ -24,7 +24,7 @@ from apps.billing import freshness
 from apps.billing.services_attribution import unattributed_claim as claim_service
 from apps.deployments.selectors import deployment_for_user, model_for_user
 from apps.experiments.selectors import experiment_for_user
-from apps.insights.figures import page_fragment
+from apps.insights.figures import FINDINGS_SLOT, page_fragment_with_findings
 from apps.insights.selectors import findings_section
 from apps.projects.models import AllocationRule, Workload
 from apps.projects.selectors import project_for_user, projects_editable_by, projects_visible_to
@@ -143,13 +143,7 @@ def _overview_figures(request: HttpRequest, head: dict) -> dict:
         )
         if sees and not request.user.is_staff
         else None,
-        "findings": findings_section(
-            user=request.user,
-            start=period.start,
-            end=period.end,
-            team=filters.team,
-            project=filters.project,
-        ),
+        "findings_slot": FINDINGS_SLOT,
         "unattributed": selectors.unattributed_resources(
             period=period, currency=scope.currency, provider=filters.provider, detail=False
         )
@@ -168,13 +162,22 @@ def overview(request: HttpRequest) -> HttpResponse:
         # How far the bill lags is counted from now: read for each request, not cached.
         "lag_warnings": freshness.lag_warnings(),
     }
-    # The figures, cached whole as HTML per data and findings version (apps/insights/figures.py):
-    # everyone who sees the same projects in the same role shares them.
-    head["figures_html"] = page_fragment(
+    # The figures, cached as HTML per data version and the findings section among them per
+    # findings version (apps/insights/figures.py): everyone who sees the same projects in the
+    # same role shares them.
+    filters = head["filters"]
+    head["figures_html"] = page_fragment_with_findings(
         request,
         "overview-figures",
         lambda: render_to_string(
             "spend/overview.html#figures", _overview_figures(request, head), request=request
+        ),
+        lambda: findings_section(
+            user=request.user,
+            start=filters.period.start,
+            end=filters.period.end,
+            team=filters.team,
+            project=filters.project,
         ),
     )
     template = "spend/overview.html#spend" if _wants_spend(request) else "spend/overview.html"

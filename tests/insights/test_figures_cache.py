@@ -290,3 +290,62 @@ def test_the_top_findings_rank_by_wasted_then_rank_amount_then_id(bill):
     Finding.objects.filter(pk__in=[earlier, later]).update(rank_amount=Decimal("1"))
     assert [f.pk for f in _top_in_period(active, **march, limit=5)][3:] == [later, earlier]
     assert _top_in_period(Finding.objects.none(), **march, limit=5) == []
+
+
+def test_a_recompute_renders_the_findings_sections_alone_and_an_import_the_spend_alone(
+    client, project, monkeypatch
+):
+    """The overview and the project page cache their spend and their findings section apart
+    (apps.insights.figures.page_fragment_with_findings): after a recompute only the sections
+    are built, after an import only the spend around them, and the pages read the same."""
+    from apps.projects import views as project_views
+    from apps.spend import views as spend_views
+    from apps.spend.figures import findings_version_bump, version_bump
+
+    built: list[str] = []
+
+    def counted(module, name: str) -> None:
+        original = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            built.append(f"{module.__name__.split('.')[1]}.{name}")
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    for module, name in (
+        (spend_views, "_overview_figures"),
+        (spend_views, "findings_section"),
+        (project_views, "_spend"),
+        (project_views, "findings_section"),
+    ):
+        counted(module, name)
+
+    def pages() -> list[str]:
+        built.clear()
+        bodies = [
+            client.get("/?start=2025-03-10&end=2025-03-10").content.decode(),
+            client.get(
+                f"/projects/{project.slug}/?start=2025-03-10&end=2025-03-10"
+            ).content.decode(),
+        ]
+        # Without the CSRF token, masked afresh for every response.
+        return [re.sub(r"[A-Za-z0-9]{64}", "", body) for body in bodies]
+
+    with time_machine.travel(NOW, tick=False):
+        first = pages()
+        assert sorted(built) == [
+            "projects._spend",
+            "projects.findings_section",
+            "spend._overview_figures",
+            "spend.findings_section",
+        ]
+        assert pages() == first and built == []
+        findings_version_bump()  # as a recompute's commit does
+        assert pages() == first
+        assert sorted(built) == ["projects.findings_section", "spend.findings_section"]
+        version_bump()  # as an import's commit does
+        assert pages() == first
+        assert sorted(built) == ["projects._spend", "spend._overview_figures"]
+    assert 'id="findings-wasted">$18.25<' in first[0]
+    assert first[1].count('id="findings-section"') == 1

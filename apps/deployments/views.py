@@ -40,6 +40,7 @@ def model_detail(request: HttpRequest, model_pk: int) -> HttpResponse:
     model = model_for_user(user=request.user, pk=model_pk)
     # Its spend section (also what a filter change fetches), and its storage, runs and
     # deployments: each cached whole, as HTML, per data version (apps/insights/figures.py).
+    # Neither shows findings: a recompute leaves both cached.
     spend = page_fragment(
         request,
         f"model-spend:{model.pk}",
@@ -53,6 +54,7 @@ def model_detail(request: HttpRequest, model_pk: int) -> HttpResponse:
             ).context(),
             request=request,
         ),
+        findings=False,
     )
     if request.htmx and request.htmx.target == "spend":
         return HttpResponse(spend)
@@ -62,6 +64,7 @@ def model_detail(request: HttpRequest, model_pk: int) -> HttpResponse:
         lambda: render_to_string(
             "deployments/model_detail.html#body", _model_body(request, model), request=request
         ),
+        findings=False,
     )
     return render(
         request,

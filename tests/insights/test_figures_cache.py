@@ -297,10 +297,15 @@ def test_a_recompute_renders_the_findings_sections_alone_and_an_import_the_spend
 ):
     """The overview and the project page cache their spend and their findings section apart
     (apps.insights.figures.page_fragment_with_findings): after a recompute only the sections
-    are built, after an import only the spend around them, and the pages read the same."""
+    are built, after an import only the spend around them, and the pages read the same. A
+    model's page, which shows no findings, is left whole by a recompute."""
+    from apps.deployments import views as model_views
+    from apps.deployments.models import Model
     from apps.projects import views as project_views
     from apps.spend import views as spend_views
     from apps.spend.figures import findings_version_bump, version_bump
+
+    model = Model.objects.create(project=project, name="ranker")
 
     built: list[str] = []
 
@@ -318,6 +323,8 @@ def test_a_recompute_renders_the_findings_sections_alone_and_an_import_the_spend
         (spend_views, "findings_section"),
         (project_views, "_spend"),
         (project_views, "findings_section"),
+        (model_views, "model_spend"),
+        (model_views, "_model_body"),
     ):
         counted(module, name)
 
@@ -328,6 +335,7 @@ def test_a_recompute_renders_the_findings_sections_alone_and_an_import_the_spend
             client.get(
                 f"/projects/{project.slug}/?start=2025-03-10&end=2025-03-10"
             ).content.decode(),
+            client.get(f"/models/{model.pk}/").content.decode(),
         ]
         # Without the CSRF token, masked afresh for every response.
         return [re.sub(r"[A-Za-z0-9]{64}", "", body) for body in bodies]
@@ -335,6 +343,8 @@ def test_a_recompute_renders_the_findings_sections_alone_and_an_import_the_spend
     with time_machine.travel(NOW, tick=False):
         first = pages()
         assert sorted(built) == [
+            "deployments._model_body",
+            "deployments.model_spend",
             "projects._spend",
             "projects.findings_section",
             "spend._overview_figures",
@@ -346,6 +356,12 @@ def test_a_recompute_renders_the_findings_sections_alone_and_an_import_the_spend
         assert sorted(built) == ["projects.findings_section", "spend.findings_section"]
         version_bump()  # as an import's commit does
         assert pages() == first
-        assert sorted(built) == ["projects._spend", "spend._overview_figures"]
+        # The model page shows no findings: a recompute leaves it whole.
+        assert sorted(built) == [
+            "deployments._model_body",
+            "deployments.model_spend",
+            "projects._spend",
+            "spend._overview_figures",
+        ]
     assert 'id="findings-wasted">$18.25<' in first[0]
     assert first[1].count('id="findings-section"') == 1

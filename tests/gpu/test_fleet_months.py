@@ -167,3 +167,28 @@ def test_the_same_figures_on_sqlite(sqlite_database):
 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == EXPECTED
+
+
+def test_the_migration_sums_the_months_of_a_rollup_built_before_them(project):
+    """gpu 0006 fills GpuMonth from the GpuDay rows already there, the same rows the rebuild
+    writes, and leaves the rollup current (no page after the deploy rebuilds it whole)."""
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.db import connection
+
+    from apps.gpu.models import GpuRollupState
+
+    build(project)
+    daily.days_ensure()
+    fields = ("month", "gpu_id", "projects", "gpu_hours", "weighted_util", "idle_gpu_hours")
+    written = sorted(GpuMonth.objects.values_list(*fields))
+    GpuMonth.objects.all().delete()
+
+    migration = import_module("apps.gpu.migrations.0006_gpu_month")
+    with connection.schema_editor() as editor:
+        migration.months_from_days(apps, editor)
+
+    assert sorted(GpuMonth.objects.values_list(*fields)) == written
+    assert len(written) == 8
+    assert GpuRollupState.objects.get().stale_all is False

@@ -363,5 +363,16 @@ def test_a_recompute_renders_the_findings_sections_alone_and_an_import_the_spend
             "projects._spend",
             "spend._overview_figures",
         ]
+        # What a filter change fetches (#spend) is the same two parts joined.
+        partials = [
+            client.get(url, headers={"HX-Request": "true", "HX-Target": "spend"}).content.decode()
+            for url in (
+                "/?start=2025-03-10&end=2025-03-10",
+                f"/projects/{project.slug}/?start=2025-03-10&end=2025-03-10",
+            )
+        ]
+    for body in first[:2] + partials:
+        assert body.count('id="findings-section"') == 1
+        assert "costsite: the findings section" not in body
     assert 'id="findings-wasted">$18.25<' in first[0]
     assert first[1].count('id="findings-section"') == 1

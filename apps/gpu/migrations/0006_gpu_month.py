@@ -4,10 +4,30 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
-def rollup_out_of_date(apps, schema_editor):
-    """A rollup built before GpuMonth existed has no months: mark it all out of date, so the
-    next page (or the rebuild task) writes them before anything reads them."""
-    apps.get_model("gpu", "GpuRollupState").objects.update(stale_all=True)
+def months_from_days(apps, schema_editor):
+    """A rollup built before GpuMonth existed has no months: sum them from its days, as
+    apps/gpu/daily.py does (marking the rollup out of date instead would make the first GPU
+    page after the deploy rebuild all of it, segments and days, 13-23 s for 10,000 GPUs). Days
+    still marked out of date rewrite their months when they are rebuilt."""
+    day, month = apps.get_model("gpu", "GpuDay"), apps.get_model("gpu", "GpuMonth")
+    connection = schema_editor.connection
+    first_of_month = (
+        "date_trunc('month', d.day)::date"
+        if connection.vendor == "postgresql"
+        else "date(d.day, 'start of month')"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {month._meta.db_table} (month, gpu_id, projects, gpu_hours,
+                weighted_util, idle_gpu_hours)
+            SELECT {first_of_month}, d.gpu_id, d.projects, SUM(d.gpu_hours),
+                SUM(d.weighted_util), SUM(d.idle_gpu_hours)
+            FROM {day._meta.db_table} d
+            GROUP BY {first_of_month}, d.gpu_id, d.projects
+            ORDER BY {first_of_month}, d.gpu_id
+            """
+        )
 
 
 class Migration(migrations.Migration):
@@ -46,5 +66,5 @@ class Migration(migrations.Migration):
                 ],
             },
         ),
-        migrations.RunPython(rollup_out_of_date, migrations.RunPython.noop),
+        migrations.RunPython(months_from_days, migrations.RunPython.noop),
     ]

@@ -34,8 +34,10 @@ of findings or their hours (`findings_version_bump`, called by the insights app:
 status change). The findings figures (apps/insights/figures.py), which read the findings tables
 only, are keyed by those two, so a change of spend leaves them cached (but not a change of who
 owns what: a claim, a rule or a registration moves `joined` too, and its re-attribution the
-findings after it) and a change of findings leaves the spend figures cached; the pages' parts
-cached as HTML show both and are keyed by the data version and the findings' version.
+findings after it) and a change of findings leaves the spend figures cached. The pages' parts
+cached as HTML are keyed by what they show (`cached_fragment`): spend by the data version, a
+findings section by the findings' and the joined ones, a part with both by the data version
+and the findings' version.
 
 A fourth part, `gpu`, moves with the counter on a GPU metrics import (the port's reason), a host
 mapping saved or deleted and a GPU edited or deleted (`gpu_version_bump`). The runs' and

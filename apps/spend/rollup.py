@@ -1,5 +1,5 @@
-"""The rollup plan and query (`SpendScope`, the daily/monthly plan), the scopes of each page,
-spend totals, import runs and deliveries, and how fresh the data is."""
+"""The rollup query (`SpendScope`; whole months and ragged days by costsite.months' plan), the
+scopes of each page, spend totals, import runs and deliveries, and how fresh the data is."""
 
 from collections import defaultdict
 from collections.abc import Callable

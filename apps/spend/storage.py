@@ -30,9 +30,10 @@ from apps.billing.models import (
 )
 from apps.billing.storage import ByteSum, DataClass, UsageClass
 from apps.projects.models import Project
+from costsite.months import rollup_plan
 
 from .figures import cached, cached_rows
-from .rollup import data_as_of, rollup_plan
+from .rollup import data_as_of
 
 DAY_SECONDS = Decimal(86400)
 FORECAST_DAYS = 90

@@ -17,6 +17,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from apps.billing.models import DailyResourceCost, MonthlyResourceCost
+from costsite.months import rollup_plan
 
 from .figures import cached, cached_rows
 from .filters import Period
@@ -24,7 +25,6 @@ from .rollup import (
     ZERO,
     ZERO_MONEY,
     _in_period,
-    rollup_plan,
     rollup_rows,
 )
 

@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -150,6 +151,28 @@ def render_all(now: datetime) -> tuple[float, int, int, float]:
     return time.perf_counter() - clock, size, distinct, time.process_time() - cpu
 
 
+@dataclass
+class Timed:
+    seconds: float
+    cpu: float
+    stdout: str
+
+
+def timed(command: list[str]) -> Timed:
+    """Run a command as a person runs it; its wall-clock and CPU seconds and its output."""
+    clock, cpu = time.perf_counter(), children_cpu()
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
+    return Timed(time.perf_counter() - clock, children_cpu() - cpu, done.stdout)
+
+
+def statuses_of(output: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for line in output.splitlines():
+        status = json.loads(line)["status"]
+        counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--subscribers", type=int, default=1000)
@@ -182,33 +205,30 @@ def main() -> None:
     try:
         Delivery.objects.all().delete()
         render_1, size, distinct, render_cpu_1 = render_all(now)
-        # The send as a person runs it: the command, its process start included.
-        clock, cpu = time.perf_counter(), children_cpu()
         command = [sys.executable, str(ROOT / "manage.py"), "digests_send", "--period", "weekly"]
-        sent = subprocess.run(
-            [*command, "--now", now.isoformat(), "--json"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=ROOT,
-        )
-        send, send_cpu = time.perf_counter() - clock, children_cpu() - cpu
-        results = [json.loads(line) for line in sent.stdout.splitlines()]
+        command += ["--now", now.isoformat(), "--json"]
+        dry_1 = timed(command + ["--dry-run"])
+        # The send as a person runs it: the command, its process start included.
+        send = timed(command)
+        results = [json.loads(line) for line in send.stdout.splitlines()]
+        Delivery.objects.all().delete()
+        dry_2 = timed(command + ["--dry-run"])
         render_2, _, _, render_cpu_2 = render_all(now)
         # What of the send is the process start alone: the same command, up to its --help.
-        clock, cpu = time.perf_counter(), children_cpu()
-        subprocess.run([*command, "--help"], capture_output=True, check=True, cwd=ROOT)
-        start, start_cpu = time.perf_counter() - clock, children_cpu() - cpu
+        start = timed([*command[:2], "digests_send", "--help"])
     finally:
         server.send_signal(signal.SIGTERM)
         accepted = int(server.stdout.readline().strip() or 0)
         cpu = children_cpu()
         server.wait()
         server_cpu = children_cpu() - cpu
-    statuses: dict[str, int] = {}
-    for result in results:
-        statuses[result["status"]] = statuses.get(result["status"], 0) + 1
+    statuses = statuses_of(send.stdout)
+    dry_statuses = [statuses_of(dry_1.stdout), statuses_of(dry_2.stdout)]
+    # The dry runs must have built what the send sent, no more and no fewer.
+    for dry in dry_statuses:
+        assert dry.get("would_send", 0) == statuses.get("sent", 0), (dry, statuses)
     render = (render_1 + render_2) / 2
+    dry_run = (dry_1.seconds + dry_2.seconds) / 2
     print(
         json.dumps(
             {
@@ -218,17 +238,21 @@ def main() -> None:
                 ),
                 "distinct_digests": distinct,
                 "statuses": statuses,
+                "dry_run_statuses": dry_statuses,
                 "accepted_by_smtp": accepted,
                 "mime_bytes": size,
                 "render_seconds": [round(render_1, 2), round(render_2, 2)],
-                "send_seconds": round(send, 2),
-                "process_start_seconds": round(start, 2),
-                "ratio": round(send / render, 2),
-                "total_seconds": round(render_1 + send + render_2, 2),
+                "dry_run_seconds": [round(dry_1.seconds, 2), round(dry_2.seconds, 2)],
+                "send_seconds": round(send.seconds, 2),
+                "process_start_seconds": round(start.seconds, 2),
+                "ratio": round(send.seconds / render, 2),
+                "ratio_to_dry_run": round(send.seconds / dry_run, 2),
+                "total_seconds": round(render_1 + send.seconds + render_2, 2),
                 "cpu_seconds": {
                     "render": [round(render_cpu_1, 2), round(render_cpu_2, 2)],
-                    "send_command": round(send_cpu, 2),
-                    "process_start": round(start_cpu, 2),
+                    "dry_run_command": [round(dry_1.cpu, 2), round(dry_2.cpu, 2)],
+                    "send_command": round(send.cpu, 2),
+                    "process_start": round(start.cpu, 2),
                     "smtp_server": round(server_cpu, 2),
                 },
                 "load_average": [round(load, 2) for load in os.getloadavg()],

@@ -631,6 +631,73 @@ def digests_send(
     return [result for result in results if result is not None]
 
 
+WOULD_SEND = "would_send"
+
+
+class _DryRunDone(Exception):
+    """Rolls back what a dry run wrote (the leads' default subscriptions) and nothing else."""
+
+
+def digests_dry_run(
+    *, now: datetime | None = None, frequency: str | None = None
+) -> list[DeliveryResult]:
+    """What `digests_send` would do at `now`, without claiming, sending or keeping anything: each
+    due recipient's result, `would_send` where the send would mail them. Every message that would
+    go out is built and generated to its MIME bytes as the send generates it, so a digest that
+    fails to build fails here as it would there. The leads' default subscriptions the send would
+    create are made for the run and rolled back after it."""
+    now = now or timezone.now()
+    today = now.astimezone(ZoneInfo("UTC")).date()
+    results: list[DeliveryResult] = []
+    try:
+        with transaction.atomic():
+            subscriptions_ensure()
+            built: dict = {}
+            for due in [frequency] if frequency else frequencies_due(now=now):
+                start, end = selectors.period_of(frequency=due, day=today)
+                due_now = list(selectors.subscriptions_due(frequency=due))
+                readers = selectors.readers_of(due_now)
+                # What an earlier run settled: a failure certainly unsent is tried again.
+                held = {
+                    delivery.user_id: delivery
+                    for delivery in Delivery.objects.filter(
+                        period_start=start, period_end=end
+                    ).exclude(status=Delivery.Status.FAILED, permanent=False)
+                }
+                for subscription in due_now:
+                    existing = held.get(subscription.user_id)
+                    if existing is not None:
+                        done = existing.status in {Delivery.Status.UNKNOWN, Delivery.Status.FAILED}
+                        results.append(_result(existing, None if done else "skipped_already_sent"))
+                        continue
+                    user = subscription.user
+                    delivery = Delivery(
+                        user_id=user.pk,
+                        email=user.email,
+                        frequency=subscription.frequency,
+                        period_start=start,
+                        period_end=end,
+                        status=Delivery.Status.SENDING,
+                    )
+                    prepared = _delivery_prepare(
+                        subscription=subscription,
+                        delivery=delivery,
+                        period_start=start,
+                        period_end=end,
+                        built=built,
+                        readers=readers,
+                    )
+                    outcome = prepared.outcome
+                    if outcome is None:
+                        prepared.message.message().as_bytes(linesep="\r\n")
+                        outcome = (WOULD_SEND, "", False)
+                    results.append(_delivery_finish(prepared, outcome))
+            raise _DryRunDone
+    except _DryRunDone:
+        pass
+    return results
+
+
 # A delivery claimed this long ago and still sending was left by a worker that died: sending one
 # takes seconds (the one rule of every tracked run, costsite/polling.py).
 DELIVERY_STALE_AFTER = STALE_AFTER

@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from apps.accounts.models import Membership
 from apps.digests.models import Delivery, Frequency, Subscription
-from apps.digests.services import digests_send
+from apps.digests.services import digests_dry_run, digests_send
 from apps.digests.tasks import digests_send_task
 from apps.insights.models import Finding
 from tests.factories import MembershipFactory
@@ -365,3 +365,100 @@ def test_the_readers_read_once_give_each_subscription_the_digest_key_of_its_own_
         (True, 0, False),  # the other team's lead sees none of these projects
         (True, 2, False),  # staff: every project (the other team has none)
     ]
+
+
+def test_a_dry_run_says_who_would_get_a_digest_and_sends_and_keeps_nothing(world, lead, member):
+    Subscription.objects.create(user=member)
+
+    dry = digests_dry_run(now=SEND_AT, frequency=Frequency.WEEKLY)
+
+    # The lead has no subscription yet: the send would subscribe them, and so does the dry run,
+    # for its own run only.
+    assert [r.as_json() for r in dry] == [
+        {
+            "recipient": "max-member@example.com",
+            "period_start": "2025-03-10",
+            "period_end": "2025-03-17",
+            "status": "would_send",
+            "findings": 2,
+            "wasted": {"USD": "8.25"},
+        },
+        {
+            "recipient": "lena-lead@example.com",
+            "period_start": "2025-03-10",
+            "period_end": "2025-03-17",
+            "status": "would_send",
+            "findings": 5,
+            "wasted": {"USD": "18.25"},
+        },
+    ]
+    assert mail.outbox == []
+    assert Delivery.objects.count() == 0
+    assert not Subscription.objects.filter(user=lead).exists()
+    # The send mails exactly those, with the same figures.
+    sent = weekly()
+    assert [(r.recipient, r.status, r.findings, r.wasted) for r in sent] == [
+        (r.recipient, "sent", r.findings, r.wasted) for r in dry
+    ]
+    assert len(mail.outbox) == 2
+
+
+def test_a_dry_run_after_a_send_says_what_the_next_send_would_do(
+    world, subscribed_lead, member, settings
+):
+    Subscription.objects.create(user=member)
+    settings.EMAIL_BACKEND = "tests.digests.conftest.RefusingBackend"
+    RefusingBackend.dropped = {member.email}
+    weekly()
+    RefusingBackend.dropped = set()
+
+    assert [(r.recipient, r.status) for r in digests_dry_run(now=SEND_AT)] == [
+        ("lena-lead@example.com", "skipped_already_sent"),
+        ("max-member@example.com", "unknown"),
+    ]
+    # A failure that certainly sent nothing would be tried again.
+    Delivery.objects.filter(user=member).update(status="failed", permanent=False)
+    Delivery.objects.filter(user=subscribed_lead).update(status="failed", permanent=True)
+    assert [(r.recipient, r.status) for r in digests_dry_run(now=SEND_AT)] == [
+        ("lena-lead@example.com", "failed"),
+        ("max-member@example.com", "would_send"),
+    ]
+    assert len(mail.outbox) == 1
+
+
+def test_the_commands_dry_run_prints_who_would_get_a_digest(world, subscribed_lead):
+    out = StringIO()
+    call_command(
+        "digests_send",
+        "--period",
+        "weekly",
+        "--now",
+        "2025-03-17T08:00:00Z",
+        "--dry-run",
+        stdout=out,
+    )
+    call_command(
+        "digests_send",
+        "--period",
+        "weekly",
+        "--now",
+        "2025-03-17T08:00:00Z",
+        "--dry-run",
+        "--json",
+        stdout=out,
+    )
+
+    text, line = out.getvalue().splitlines()[:2], out.getvalue().splitlines()[2]
+    assert text == [
+        "lena-lead@example.com: would_send (2025-03-10 – 2025-03-17, 5 findings)",
+        "1 deliveries (a dry run: nothing was sent).",
+    ]
+    assert json.loads(line) == {
+        "recipient": "lena-lead@example.com",
+        "period_start": "2025-03-10",
+        "period_end": "2025-03-17",
+        "status": "would_send",
+        "findings": 5,
+        "wasted": {"USD": "18.25"},
+    }
+    assert (mail.outbox, Delivery.objects.count()) == ([], 0)

@@ -7,12 +7,16 @@ members, most with all their projects, some with one project or a minimum amount
 is aiosmtpd in a process of its own on 127.0.0.1, counting what it accepts. Each pass starts from
 no deliveries; the rendering pass builds and renders every digest (subject, text, HTML, the whole
 MIME message) exactly as the sending pass does, and only skips the claim, the SMTP conversation
-and the marking. The order is render, send, render: the ratio is the send against the mean of
-the two renders (the database's caches are as warm for one as for the other). The send is
-`manage.py digests_send --period weekly --json` in a process of its own, as a person runs it:
-its time includes the process start, and that is the time that must be under 60 s. The same
-command with `--help` (Django set up, every app loaded, nothing sent) is timed after, in the same
-run: `process_start_seconds`, the part of the send that the rendering, in this process, never pays.
+and the marking. The order is render, dry run, send, dry run, render: `ratio` is the send
+against the mean of the two renders (the database's caches are as warm for one as for the other),
+`ratio_to_dry_run` the send against the mean of the two dry runs. The send is `manage.py
+digests_send --period weekly --json` in a process of its own, as a person runs it: its time
+includes the process start, and that is the time that must be under 60 s. The dry run is the same
+command with `--dry-run`: the same process start, subscriptions and reads, every message built and
+generated to its bytes, nothing claimed, sent or marked (the deliveries are deleted before each,
+and each must have built as many messages as the send sent). The same command with `--help`
+(Django set up, every app loaded, nothing sent) is timed last: `process_start_seconds`, the part of
+the send that the rendering in this process never pays.
 
 On a shared machine the wall-clock times move with everyone else's work; `cpu_seconds` says what
 each part cost in CPU (user and system): the renders' (this process's), the send command's, the

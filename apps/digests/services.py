@@ -441,17 +441,23 @@ def _not_claimed(
     *, subscriptions: list[Subscription], period_start: date, period_end: date
 ) -> dict[int, DeliveryResult]:
     """What became of the deliveries someone else holds or that are done, by user id."""
-    done = {Delivery.Status.UNKNOWN, Delivery.Status.FAILED}
+    if not subscriptions:
+        return {}
     return {
-        existing.user_id: _result(
-            existing, None if existing.status in done else "skipped_already_sent"
-        )
+        existing.user_id: _held_result(existing)
         for existing in Delivery.objects.filter(
             user__in=[subscription.user_id for subscription in subscriptions],
             period_start=period_start,
             period_end=period_end,
         )
     }
+
+
+def _held_result(existing: Delivery) -> DeliveryResult:
+    """The result of a delivery this run did not claim: an outcome to look at (unknown, failed
+    for good) as it is, anything else sent or being sent by someone else."""
+    done = {Delivery.Status.UNKNOWN, Delivery.Status.FAILED}
+    return _result(existing, None if existing.status in done else "skipped_already_sent")
 
 
 def _delivery_finish(prepared: _Prepared, outcome: tuple[str, str, bool]) -> DeliveryResult:
@@ -667,8 +673,7 @@ def digests_dry_run(
                 for subscription in due_now:
                     existing = held.get(subscription.user_id)
                     if existing is not None:
-                        done = existing.status in {Delivery.Status.UNKNOWN, Delivery.Status.FAILED}
-                        results.append(_result(existing, None if done else "skipped_already_sent"))
+                        results.append(_held_result(existing))
                         continue
                     user = subscription.user
                     delivery = Delivery(

@@ -171,7 +171,15 @@ class Finding(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["kind", "subject_key"], name="finding_one_per_subject")
         ]
-        indexes = [models.Index(fields=["status", "kind"], name="finding_status_kind_idx")]
+        indexes = [
+            models.Index(fields=["status", "kind"], name="finding_status_kind_idx"),
+            # Who sees which findings: the pages' sums read the days and months of the findings
+            # `project_id IN (...) OR IS NULL` (and of a status or kind) in each part of a UNION,
+            # and each part scanned the table (3.4 MB at 3,349 findings, a row of about 1 kB)
+            # for ids this index holds in a twentieth of the pages, read without the table
+            # where the visibility map is set (the recompute vacuums the table after it commits).
+            models.Index(fields=["project", "status", "kind", "id"], name="finding_visible_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()}: {self.resource_id or self.subject_key}"

@@ -6,6 +6,7 @@ in memory."""
 
 import pytest
 from django.db import connection
+from django.db.models import F
 
 from apps.billing.models import CostLineItem
 from apps.billing.services import LINE_PERIOD_BRIN
@@ -102,3 +103,46 @@ def test_inside_a_transaction_the_setting_is_left_alone():
     before = _temp_buffers()
     services._temporary_buffers()  # (pytest-django's transaction: no SET that could abort it)
     assert _temp_buffers() == before
+
+
+def _findings_pages() -> tuple[int, int]:
+    """(pages of the findings table all visible, pages), as ANALYZE counts them."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE insights_finding")
+        cursor.execute(
+            "SELECT relallvisible, relpages FROM pg_class WHERE relname = 'insights_finding'"
+        )
+        return cursor.fetchone()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_recompute_vacuums_the_findings_it_rewrote_so_the_pages_read_their_index_alone(
+    bill,
+):
+    """The pages read who sees which findings from finding_visible_idx (migration 0012), without
+    the table only where its visibility map says every row of a page is visible to all; the
+    recompute rewrites every finding, which clears it, and vacuums the table after its commit."""
+    from apps.insights.models import Finding
+
+    services.findings_recompute()
+    visible, pages = _findings_pages()
+    assert Finding.objects.count() == 5
+    assert (visible, pages) == (1, 1)
+
+    # Without the vacuum, a rewrite leaves the pages to be read from the table.
+    Finding.objects.update(rank_amount=F("rank_amount"))
+    assert _findings_pages() == (0, 1)
+    services.findings_table_vacuum()
+    assert _findings_pages() == (1, 1)
+
+
+def test_inside_a_transaction_the_findings_table_is_not_vacuumed(bill, caplog):
+    """VACUUM cannot run in a transaction: inside one (a test's, a caller's) nothing is tried, so
+    the transaction goes on."""
+    from apps.insights.models import Finding
+
+    services.findings_recompute()
+    services.findings_table_vacuum()
+
+    assert Finding.objects.count() == 5
+    assert "not vacuumed" not in caplog.text

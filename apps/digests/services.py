@@ -57,10 +57,9 @@ def _decimal_text(value: Decimal) -> str:
 # -- Subscriptions ---------------------------------------------------------------------------
 
 
-def subscriptions_ensure() -> int:
-    """Subscribe every team lead who has no subscription yet, weekly, to all their projects.
-    A lead who opted out keeps the row (inactive), so is never subscribed again."""
-    leads = (
+def _leads_unsubscribed():
+    """Active team leads with no subscription row at all (an opted-out lead has one, inactive)."""
+    return (
         get_user_model()
         .objects.filter(
             is_active=True,
@@ -69,8 +68,13 @@ def subscriptions_ensure() -> int:
         )
         .distinct()
     )
+
+
+def subscriptions_ensure() -> int:
+    """Subscribe every team lead who has no subscription yet, weekly, to all their projects.
+    A lead who opted out keeps the row (inactive), so is never subscribed again."""
     created = 0
-    for user in leads:
+    for user in _leads_unsubscribed():
         _, made = Subscription.objects.get_or_create(user=user)
         created += made
     return created
@@ -121,7 +125,7 @@ class DeliveryResult:
     recipient: str
     period_start: date
     period_end: date
-    status: str  # sent, skipped_already_sent, nothing_to_report, failed, unknown
+    status: str  # sent, skipped_already_sent, nothing_to_report, failed, unknown (would_send)
     findings: int
     wasted: dict[str, str]
     retry: bool = False  # failed, certainly not sent, and another try may work
@@ -640,66 +644,70 @@ def digests_send(
 WOULD_SEND = "would_send"
 
 
-class _DryRunDone(Exception):
-    """Rolls back what a dry run wrote (the leads' default subscriptions) and nothing else."""
-
-
 def digests_dry_run(
     *, now: datetime | None = None, frequency: str | None = None
 ) -> list[DeliveryResult]:
     """What `digests_send` would do at `now`, without claiming, sending or keeping anything: each
     due recipient's result, `would_send` where the send would mail them. Every message that would
     go out is built and generated to its MIME bytes as the send generates it, so a digest that
-    fails to build fails here as it would there. The leads' default subscriptions the send would
-    create are made for the run and rolled back after it."""
+    fails to build fails here as it would there.
+
+    Leads with no subscription yet would be subscribed by the send: their subscriptions are made
+    for the dry run in a transaction rolled back at its end (which holds their rows, and on
+    SQLite the database, until then; a database error there fails the recipients after it).
+    Once every lead has a subscription, the dry run only reads, outside any transaction."""
+    if not _leads_unsubscribed().exists():
+        return _dry_run(now=now, frequency=frequency)
+    with transaction.atomic():
+        subscriptions_ensure()
+        results = _dry_run(now=now, frequency=frequency)
+        transaction.set_rollback(True)
+    return results
+
+
+def _dry_run(*, now: datetime | None, frequency: str | None) -> list[DeliveryResult]:
     now = now or timezone.now()
     today = now.astimezone(ZoneInfo("UTC")).date()
     results: list[DeliveryResult] = []
-    try:
-        with transaction.atomic():
-            subscriptions_ensure()
-            built: dict = {}
-            for due in [frequency] if frequency else frequencies_due(now=now):
-                start, end = selectors.period_of(frequency=due, day=today)
-                due_now = list(selectors.subscriptions_due(frequency=due))
-                readers = selectors.readers_of(due_now)
-                # What an earlier run settled: a failure certainly unsent is tried again.
-                held = {
-                    delivery.user_id: delivery
-                    for delivery in Delivery.objects.filter(
-                        period_start=start, period_end=end
-                    ).exclude(status=Delivery.Status.FAILED, permanent=False)
-                }
-                for subscription in due_now:
-                    existing = held.get(subscription.user_id)
-                    if existing is not None:
-                        results.append(_held_result(existing))
-                        continue
-                    user = subscription.user
-                    delivery = Delivery(
-                        user_id=user.pk,
-                        email=user.email,
-                        frequency=subscription.frequency,
-                        period_start=start,
-                        period_end=end,
-                        status=Delivery.Status.SENDING,
-                    )
-                    prepared = _delivery_prepare(
-                        subscription=subscription,
-                        delivery=delivery,
-                        period_start=start,
-                        period_end=end,
-                        built=built,
-                        readers=readers,
-                    )
-                    outcome = prepared.outcome
-                    if outcome is None:
-                        prepared.message.message().as_bytes(linesep="\r\n")
-                        outcome = (WOULD_SEND, "", False)
-                    results.append(_delivery_finish(prepared, outcome))
-            raise _DryRunDone
-    except _DryRunDone:
-        pass
+    built: dict = {}
+    for due in [frequency] if frequency else frequencies_due(now=now):
+        start, end = selectors.period_of(frequency=due, day=today)
+        due_now = list(selectors.subscriptions_due(frequency=due))
+        readers = selectors.readers_of(due_now)
+        # What an earlier run settled: a failure certainly unsent is tried again.
+        held = {
+            delivery.user_id: delivery
+            for delivery in Delivery.objects.filter(period_start=start, period_end=end).exclude(
+                status=Delivery.Status.FAILED, permanent=False
+            )
+        }
+        for subscription in due_now:
+            existing = held.get(subscription.user_id)
+            if existing is not None:
+                results.append(_held_result(existing))
+                continue
+            user = subscription.user
+            delivery = Delivery(
+                user_id=user.pk,
+                email=user.email,
+                frequency=subscription.frequency,
+                period_start=start,
+                period_end=end,
+                status=Delivery.Status.SENDING,
+            )
+            prepared = _delivery_prepare(
+                subscription=subscription,
+                delivery=delivery,
+                period_start=start,
+                period_end=end,
+                built=built,
+                readers=readers,
+            )
+            outcome = prepared.outcome
+            if outcome is None:
+                prepared.message.message().as_bytes(linesep="\r\n")
+                outcome = (WOULD_SEND, "", False)
+            results.append(_delivery_finish(prepared, outcome))
     return results
 
 

@@ -130,7 +130,12 @@ class Finding(models.Model):
     kind = models.CharField(max_length=40, choices=Kind.choices)
     subject_key = models.CharField(max_length=1500)
     project = models.ForeignKey(
-        "projects.Project", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        "projects.Project",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # finding_visible_idx leads with it
     )
     experiment = models.ForeignKey(
         "experiments.Experiment",

@@ -333,11 +333,17 @@ def findings_table_vacuum() -> None:
     (autovacuum would get there a minute later, or never where it is off): 50 ms after a
     rewrite of the benchmark's 3,349 findings. Elsewhere, or inside a caller's transaction,
     nothing is done."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
+    if (
+        connection.vendor != "postgresql"
+        or connection.in_atomic_block
+        or not connection.get_autocommit()
+    ):
         return
     try:
         with connection.cursor() as cursor:
-            cursor.execute(f"VACUUM (ANALYZE) {Finding._meta.db_table}")
+            # SKIP_LOCKED: a lock held elsewhere (a migration, an index being built) skips the
+            # vacuum at once rather than leaving the finished recompute waiting on it.
+            cursor.execute(f"VACUUM (ANALYZE, SKIP_LOCKED) {Finding._meta.db_table}")
     except DatabaseError:
         logger.warning("The findings table was not vacuumed", exc_info=True)
 

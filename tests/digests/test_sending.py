@@ -462,3 +462,45 @@ def test_the_commands_dry_run_prints_who_would_get_a_digest(world, subscribed_le
         "wasted": {"USD": "18.25"},
     }
     assert (mail.outbox, Delivery.objects.count()) == ([], 0)
+
+
+def test_a_dry_run_on_a_monday_says_what_both_frequencies_would_send(
+    world, subscribed_lead, member
+):
+    Subscription.objects.create(user=member, frequency=Frequency.DAILY)
+
+    dry = digests_dry_run(now=SEND_AT)
+
+    assert [(r.recipient, r.period_start, r.period_end, r.status) for r in dry] == [
+        ("lena-lead@example.com", date(2025, 3, 10), date(2025, 3, 17), "would_send"),
+        ("max-member@example.com", date(2025, 3, 16), date(2025, 3, 17), "nothing_to_report"),
+    ]
+    sent = digests_send(now=SEND_AT)
+    assert [(r.recipient, r.period_start, r.status) for r in sent] == [
+        ("lena-lead@example.com", date(2025, 3, 10), "sent"),
+        ("max-member@example.com", date(2025, 3, 16), "nothing_to_report"),
+    ]
+
+
+def test_a_digest_that_fails_to_build_fails_in_the_dry_run_and_no_other(
+    world, subscribed_lead, member, monkeypatch
+):
+    from apps.digests import selectors
+
+    Subscription.objects.create(user=member, minimum_amount=Decimal("1"))
+    build = selectors.digest_build
+
+    def failing(*, subscription, **kwargs):
+        if subscription.user == member:
+            raise ValueError("no digest for max")
+        return build(subscription=subscription, **kwargs)
+
+    monkeypatch.setattr(selectors, "digest_build", failing)
+
+    dry = digests_dry_run(now=SEND_AT, frequency=Frequency.WEEKLY)
+
+    assert [(r.recipient, r.status) for r in dry] == [
+        ("lena-lead@example.com", "would_send"),
+        ("max-member@example.com", "failed"),
+    ]
+    assert (mail.outbox, Delivery.objects.count()) == ([], 0)

@@ -127,13 +127,15 @@ def test_the_recompute_vacuums_the_findings_it_rewrote_so_the_pages_read_their_i
     services.findings_recompute()
     visible, pages = _findings_pages()
     assert Finding.objects.count() == 5
-    assert (visible, pages) == (1, 1)
+    assert visible == pages > 0
 
     # Without the vacuum, a rewrite leaves the pages to be read from the table.
     Finding.objects.update(rank_amount=F("rank_amount"))
-    assert _findings_pages() == (0, 1)
+    visible, pages = _findings_pages()
+    assert visible < pages
     services.findings_table_vacuum()
-    assert _findings_pages() == (1, 1)
+    visible, pages = _findings_pages()
+    assert visible == pages > 0
 
 
 def test_inside_a_transaction_the_findings_table_is_not_vacuumed(bill, caplog):

@@ -11,7 +11,9 @@ filter change fetches, 200 times each after 5 warm-ups, through Django's test cl
 process: the time is Django's and the database's, without a network or a browser. The trivial
 view is a login-required view that returns "ok", behind the same middleware. Reported per page:
 median and p95 in milliseconds, both as a ratio to the trivial view's, and the SQL queries of
-one request. Settings as in production: DEBUG off, persistent database connections.
+one request. Settings as in production: DEBUG off, persistent database connections, and a cold
+page's heaviest figures computed on the figures thread's own connection (`SPEND_FIGURE_THREADS`,
+1 unless the environment says otherwise; the queries are counted with it off, on one connection).
 
 The spend figures are cached per data version (apps/spend/figures.py) and the findings figures
 per findings version, so each page is measured three ways: *warm*, the same request again with
@@ -66,6 +68,7 @@ def measure(
     client, url: str, *, requests: int, headers: dict | None = None, mode: str = "warm"
 ) -> dict:
     from django.db import connection
+    from django.test import override_settings
     from django.test.utils import CaptureQueriesContext
 
     from apps.spend.figures import findings_version_bump, version_bump
@@ -81,7 +84,9 @@ def measure(
         response = client.get(url, headers=headers)
         assert response.status_code == 200, (url, response.status_code)
     change()
-    with CaptureQueriesContext(connection) as captured:
+    # Counted with every figure on this connection: the figures thread's queries (a cold page's
+    # heaviest figures, apps/spend/figures.py in_background) run on one of its own.
+    with override_settings(SPEND_FIGURE_THREADS=0), CaptureQueriesContext(connection) as captured:
         client.get(url, headers=headers)
     # Counted now: the log is read lazily, and the next request empties it.
     queries = len(captured)
@@ -111,7 +116,16 @@ def main() -> None:
     parser.add_argument(
         "--only", default="", help="Measure only the pages whose name contains this text."
     )
+    parser.add_argument(
+        "--modes",
+        default="warm,cold,cold findings",
+        help="Which of warm, cold and cold findings to measure (comma-separated).",
+    )
     args = parser.parse_args()
+    chosen = tuple(mode.strip() for mode in args.modes.split(","))
+    unknown = set(chosen) - {"warm", "cold", "cold findings"}
+    if unknown:
+        parser.error(f"unknown mode: {', '.join(sorted(unknown))}")
 
     import django
 
@@ -119,6 +133,7 @@ def main() -> None:
     # The process as gunicorn serves it: costsite.wsgi imports every view and freezes what
     # start-up made (gc.freeze), so a full collection does not walk it during a request.
     importlib.import_module("costsite.wsgi")
+    from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.test import Client, override_settings
     from django.urls import reverse
@@ -184,8 +199,7 @@ def main() -> None:
                 client = lead_client if "lead" in name else staff_client
                 variants = [("full", None)] + ([("htmx partial", HTMX)] if has_partial else [])
                 for variant, headers in variants:
-                    modes = ("warm", "cold", "cold findings")
-                    for mode in modes if name != "trivial view" else ("warm",):
+                    for mode in chosen if name != "trivial view" else ("warm",):
                         result = measure(
                             client, url, requests=args.requests, headers=headers, mode=mode
                         )
@@ -207,6 +221,7 @@ def main() -> None:
             "line_items": CostLineItem.objects.count(),
             "daily_cost_rows": DailyCost.objects.count(),
             "requests": args.requests,
+            "spend_figure_threads": settings.SPEND_FIGURE_THREADS,
             "runs": runs,
         }
     args.out.mkdir(parents=True, exist_ok=True)

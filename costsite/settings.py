@@ -165,6 +165,10 @@ CACHES = {
     }
 }
 
+# A cold spend page computes its heaviest figure on a second connection, in a thread of each
+# web process, while it builds the rest (apps/spend/figures.py, `in_background`); 0 turns it off.
+SPEND_FIGURE_THREADS = int(env("SPEND_FIGURE_THREADS", "1"))
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},

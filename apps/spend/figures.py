@@ -51,14 +51,17 @@ task asks each question once.
 """
 
 import hashlib
+import os
 import threading
 from collections.abc import Callable
-from typing import NamedTuple
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple, TypeVar
 
+from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import EmptyResultSet
 from django.core.signals import request_finished, request_started
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.db.models import F, QuerySet
 
 from .models import SpendDataVersion
@@ -70,6 +73,8 @@ PREFIX = "spend-figures"
 TABLE = SpendDataVersion._meta.db_table
 
 _request = threading.local()
+
+T = TypeVar("T")
 
 
 class Versions(NamedTuple):
@@ -319,3 +324,62 @@ def _values(query: QuerySet, compiler, sql: str, params) -> list[dict]:
         {name: row[index] for index, name in enumerate(names)}
         for row in compiler.results_iter(results=[rows])
     ]
+
+
+# -- A figure computed on a second connection while the request goes on ------------------------
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
+_pool_lock = threading.Lock()
+
+
+def in_background(compute: Callable[[], T]) -> Callable[[], T]:
+    """Start `compute()` (a figure: queries and what is made of their rows) and return what
+    gives its result.
+
+    On PostgreSQL, in a request outside a transaction, it runs in this process's figures thread,
+    on that thread's own connection, while the request builds its other figures: a cold page's
+    two heaviest statements then run on two cores at once instead of one after the other. The
+    thread keys its figures by the request's versions (one consistent set, as before), keeps
+    its connection as the settings say (`CONN_MAX_AGE`) and runs one figure at a time.
+    Elsewhere (SQLite, a transaction: a test's, whose rows another connection cannot see; a
+    task or command; `SPEND_FIGURE_THREADS` 0) it computes at once, here, in the order the
+    caller asks. What `compute` raises is raised where its result is asked for."""
+    if not _concurrent():
+        value = compute()
+        return lambda: value
+    future = _executor().submit(_in_worker, compute, versions_read())
+    return future.result
+
+
+def _concurrent() -> bool:
+    return (
+        settings.SPEND_FIGURE_THREADS > 0
+        and getattr(_request, "active", False)
+        and connection.vendor == "postgresql"
+        and not connection.in_atomic_block
+    )
+
+
+def _executor() -> ThreadPoolExecutor:
+    # Made in the process that uses it: a thread does not survive the fork of a server's worker.
+    global _pool, _pool_pid
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():
+            _pool = ThreadPoolExecutor(
+                max_workers=settings.SPEND_FIGURE_THREADS, thread_name_prefix="spend-figures"
+            )
+            _pool_pid = os.getpid()
+        return _pool
+
+
+def _in_worker(compute: Callable[[], T], versions: Versions) -> T:
+    # As a request does: a connection that broke or outlived CONN_MAX_AGE is closed first and
+    # a new one opened; after, closed if it must not be kept.
+    close_old_connections()
+    _request.active, _request.versions = True, versions
+    try:
+        return compute()
+    finally:
+        _request.active, _request.versions = False, None
+        close_old_connections()

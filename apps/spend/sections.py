@@ -25,6 +25,7 @@ from costsite.charts import Chart
 
 from . import selectors
 from .charts import spend_over_time_chart
+from .figures import in_background
 from .filters import Period, SpendFilterForm, SpendFilters, preset_period, spend_filters_from
 from .model_api import ModelApiSpend, model_api_spend
 
@@ -132,9 +133,16 @@ def project_spend(
         currency=currency,
         export_url=reverse("project_spend_export", args=[project.slug]),
     )
+    # The runs' costs and the movers on the figures thread while the rest is built here.
+    experiment_costs = in_background(
+        lambda: selectors.experiment_costs(scope=scope, period=period, limit=PROJECT_RUNS)
+    )
+    changes_result = in_background(
+        lambda: selectors.spend_changes(scope=scope, period=period, names_for=MOVERS, models=False)
+    )
     series = selectors.spend_series(scope=scope, period=period)
     summary = selectors.month_summary(scope=scope, today=today(), as_of=common["data_as_of"])
-    changes = selectors.spend_changes(scope=scope, period=period, names_for=MOVERS, models=False)
+    changes = changes_result()
     return ProjectSpend(
         **common,
         series=series,
@@ -143,7 +151,7 @@ def project_spend(
         budget=selectors.budget_lines(
             projects=Project.objects.filter(pk=project.pk), summary=summary
         ),
-        experiment_costs=selectors.experiment_costs(scope=scope, period=period, limit=PROJECT_RUNS),
+        experiment_costs=experiment_costs(),
         deployment_costs=selectors.deployment_costs(scope=scope, period=period),
         breakdown=selectors.spend_breakdown(scope=scope, period=period),
         model_api=model_api_spend(scope=scope, period=period),
@@ -174,6 +182,13 @@ def model_spend(*, model: Model, user, params: QueryDict, currency: str) -> Mode
         currency=currency,
         export_url=reverse("model_spend_export", args=[model.pk]),
     )
+    # The runs' and deployments' costs on the figures thread while the rest is built here.
+    experiment_costs = in_background(
+        lambda: selectors.experiment_costs(scope=scope, period=filters.period, limit=MODEL_RUNS)
+    )
+    deployment_costs = in_background(
+        lambda: selectors.deployment_costs(scope=scope, period=filters.period)
+    )
     series = selectors.spend_series(scope=scope, period=filters.period, by="component")
     return ModelSpend(
         **common,
@@ -184,10 +199,8 @@ def model_spend(*, model: Model, user, params: QueryDict, currency: str) -> Mode
             empty_message="No spend on this model's runs or deployments in this period: register "
             "the resources they ran on, or pick a longer range.",
         ),
-        experiment_costs=selectors.experiment_costs(
-            scope=scope, period=filters.period, limit=MODEL_RUNS
-        ),
-        deployment_costs=selectors.deployment_costs(scope=scope, period=filters.period),
+        experiment_costs=experiment_costs(),
+        deployment_costs=deployment_costs(),
         model_api=model_api_spend(scope=scope, period=filters.period),
     )
 

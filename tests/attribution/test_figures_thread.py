@@ -1,0 +1,138 @@
+"""A cold page's heaviest figures computed on the figures thread's own connection
+(apps.spend.figures.in_background): the same pages, the request's versions, errors raised where
+the figure is asked for, and the thread's connection closed after it as the settings say.
+
+Transactional: the figures thread reads through a connection of its own, which sees committed
+rows only (inside a test's transaction a figure is computed in the calling thread instead)."""
+
+import re
+import threading
+
+import pytest
+from django.core.cache import cache
+from django.db import connection, connections, transaction
+from django.test import override_settings
+from django.urls import reverse
+
+from apps.projects.models import Project
+from apps.spend import figures
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "progress"])
+
+CSRF = re.compile(r'name="csrfmiddlewaretoken" value="[^"]+"|"x-csrftoken": "[^"]+"')
+
+
+@pytest.fixture
+def threads_seen(monkeypatch) -> list[str]:
+    """The names of the threads that computed a figure passed to in_background."""
+    seen = []
+    original = figures._in_worker
+
+    def recorded(compute, versions):
+        seen.append(threading.current_thread().name)
+        return original(compute, versions)
+
+    monkeypatch.setattr(figures, "_in_worker", recorded)
+    return seen
+
+
+@pytest.fixture
+def in_request():
+    """What a request's start and end do to the figures' state, around a test's own calls."""
+    figures._request_started()
+    yield
+    figures._request_finished()
+
+
+def page(client, url: str, *, threads: int) -> str:
+    cache.clear()
+    with override_settings(SPEND_FIGURE_THREADS=threads):
+        response = client.get(url)
+    assert response.status_code == 200, response.status_code
+    return CSRF.sub("csrf", response.content.decode())
+
+
+@pytest.mark.parametrize(
+    ("name", "url", "figures_in_background"),
+    [
+        ("overview, 30 days", lambda bill: reverse("home"), 2),
+        ("overview, 12 months", lambda bill: reverse("home") + "?preset=12m", 2),
+        (
+            "project page",
+            lambda bill: reverse("project_detail", args=[bill.vision_project.slug]),
+            2,
+        ),
+        ("model page", lambda bill: reverse("model_detail", args=[bill.ranker.pk]), 2),
+    ],
+)
+def test_a_page_is_the_same_with_its_heaviest_figures_on_the_figures_thread(
+    staff_client, bill, threads_seen, name, url, figures_in_background
+):
+    url = url(bill)
+    alone = page(staff_client, url, threads=0)
+    assert threads_seen == []
+    beside = page(staff_client, url, threads=1)
+    assert threads_seen == ["spend-figures_0"] * figures_in_background
+    assert beside == alone
+    assert "Image ranking" in beside
+
+
+def test_a_leads_overview_is_the_same_on_the_figures_thread(lead_client, bill, threads_seen):
+    alone = page(lead_client, reverse("home") + "?preset=90d", threads=0)
+    beside = page(lead_client, reverse("home") + "?preset=90d", threads=1)
+    assert len(threads_seen) == 2
+    assert beside == alone
+
+
+def test_the_figures_thread_reads_committed_rows_with_the_requests_versions(
+    project, in_request
+):
+    versions = figures.versions_read()
+    result = figures.in_background(
+        lambda: (
+            threading.current_thread().name,
+            list(Project.objects.values_list("slug", flat=True)),
+            figures.versions_read(),
+        )
+    )
+    name, slugs, seen_versions = result()
+    assert name == "spend-figures_0"
+    assert slugs == [project.slug]
+    assert seen_versions == versions
+
+
+def test_a_figure_that_fails_on_the_figures_thread_raises_where_it_is_asked_for(in_request):
+    def failing():
+        raise ValueError("no such period")
+
+    result = figures.in_background(failing)
+    with pytest.raises(ValueError, match="no such period"):
+        result()
+
+
+def test_the_figures_thread_closes_its_connection_after_a_figure_without_conn_max_age(
+    in_request,
+):
+    assert connection.settings_dict["CONN_MAX_AGE"] == 0
+    opened = figures.in_background(
+        lambda: (Project.objects.exists(), connections["default"].connection is not None)
+    )
+    assert opened() == (False, True)  # it read with a connection of its own
+    after = figures._executor().submit(lambda: connections["default"].connection is None)
+    assert after.result() is True
+
+
+def test_inside_a_transaction_a_figure_is_computed_in_the_calling_thread(in_request):
+    with transaction.atomic():
+        result = figures.in_background(lambda: threading.current_thread().name)
+    assert result() == threading.current_thread().name
+
+
+def test_outside_a_request_or_with_no_thread_a_figure_is_computed_in_the_calling_thread(
+    in_request,
+):
+    here = threading.current_thread().name
+    with override_settings(SPEND_FIGURE_THREADS=0):
+        assert figures.in_background(lambda: threading.current_thread().name)() == here
+    figures._request_finished()
+    assert figures.in_background(lambda: threading.current_thread().name)() == here

@@ -133,30 +133,34 @@ def project_spend(
         currency=currency,
         export_url=reverse("project_spend_export", args=[project.slug]),
     )
-    # The runs' costs and the movers on the figures thread while the rest is built here.
+    # The movers and the runs' costs on the figures thread while the rest is built here; their
+    # results are asked for last.
+    changes = in_background(
+        lambda: selectors.spend_changes(scope=scope, period=period, names_for=MOVERS, models=False)
+    )
     experiment_costs = in_background(
         lambda: selectors.experiment_costs(scope=scope, period=period, limit=PROJECT_RUNS)
     )
-    changes_result = in_background(
-        lambda: selectors.spend_changes(scope=scope, period=period, names_for=MOVERS, models=False)
-    )
     series = selectors.spend_series(scope=scope, period=period)
     summary = selectors.month_summary(scope=scope, today=today(), as_of=common["data_as_of"])
-    changes = changes_result()
-    return ProjectSpend(
-        **common,
-        series=series,
-        spend_chart=spend_over_time_chart(series=series, currency=currency),
-        summary=summary,
-        budget=selectors.budget_lines(
+    here = {
+        "series": series,
+        "spend_chart": spend_over_time_chart(series=series, currency=currency),
+        "summary": summary,
+        "budget": selectors.budget_lines(
             projects=Project.objects.filter(pk=project.pk), summary=summary
         ),
+        "deployment_costs": selectors.deployment_costs(scope=scope, period=period),
+        "breakdown": selectors.spend_breakdown(scope=scope, period=period),
+        "model_api": model_api_spend(scope=scope, period=period),
+    }
+    movers = changes()
+    return ProjectSpend(
+        **common,
+        **here,
         experiment_costs=experiment_costs(),
-        deployment_costs=selectors.deployment_costs(scope=scope, period=period),
-        breakdown=selectors.spend_breakdown(scope=scope, period=period),
-        model_api=model_api_spend(scope=scope, period=period),
-        experiment_movers=changes.experiment_movers(MOVERS) if period.previous else [],
-        deployment_movers=changes.deployment_movers(MOVERS) if period.previous else [],
+        experiment_movers=movers.experiment_movers(MOVERS) if period.previous else [],
+        deployment_movers=movers.deployment_movers(MOVERS) if period.previous else [],
     )
 
 

@@ -114,49 +114,55 @@ def _overview_figures(request: HttpRequest, head: dict) -> dict:
     scope = _overview_scope(request, filters)
     period = filters.period
     sees = head["shows_unattributed"]
-    # The heaviest figure, who drives the spend against the period before, on the figures
-    # thread while the rest is built here.
+    # Who drives the spend against the period before (the heaviest figure) and the unattributed
+    # resources on the figures thread while the rest is built here; their results are asked
+    # for last.
     changes_result = in_background(
         lambda: selectors.spend_changes(scope=scope, period=period, names_for=MOVERS)
     )
     unattributed = in_background(
-        lambda: selectors.unattributed_resources(
-            period=period, currency=scope.currency, provider=filters.provider, detail=False
+        lambda: (
+            selectors.unattributed_resources(
+                period=period, currency=scope.currency, provider=filters.provider, detail=False
+            )
+            if (scope.unattributed or (sees and not request.user.is_staff))
+            and filters.workload in ("", Workload.UNATTRIBUTED)
+            else []
         )
-        if (scope.unattributed or (sees and not request.user.is_staff))
-        and filters.workload in ("", Workload.UNATTRIBUTED)
-        else []
     )
     series = selectors.spend_series(scope=scope, period=period)
     summary = selectors.month_summary(scope=scope, today=today(), as_of=head["data_as_of"])
-    changes = changes_result()
-    projects = changes.project_pareto()
-    return {
-        **head,
+    here = {
         "series": series,
         "spend_chart": spend_over_time_chart(series=series, currency=scope.currency),
         "summary": summary,
         "budgets": selectors.budget_lines(
             projects=_budget_projects(request, filters), summary=summary
         )[:10],
-        "projects": projects,
-        "projects_chart": pareto_chart(
-            pareto=projects, currency=scope.currency, id="project-pareto"
-        ),
-        "models": changes.models,
         "model_api": model_api_spend(scope=scope, period=period),
-        "models_chart": pareto_chart(
-            pareto=changes.models, currency=scope.currency, id="model-pareto"
-        ),
-        "project_movers": changes.project_movers(MOVERS) if period.previous else [],
-        "experiment_movers": changes.experiment_movers(MOVERS) if period.previous else [],
-        "deployment_movers": changes.deployment_movers(MOVERS) if period.previous else [],
         # A lead's headline leaves unattributed spend out; it is shown apart, to be claimed.
         "claimable": selectors.unattributed_summary(
             period=period, currency=scope.currency, provider=filters.provider
         )
         if sees and not request.user.is_staff
         else None,
+    }
+    changes = changes_result()
+    projects = changes.project_pareto()
+    return {
+        **head,
+        **here,
+        "projects": projects,
+        "projects_chart": pareto_chart(
+            pareto=projects, currency=scope.currency, id="project-pareto"
+        ),
+        "models": changes.models,
+        "models_chart": pareto_chart(
+            pareto=changes.models, currency=scope.currency, id="model-pareto"
+        ),
+        "project_movers": changes.project_movers(MOVERS) if period.previous else [],
+        "experiment_movers": changes.experiment_movers(MOVERS) if period.previous else [],
+        "deployment_movers": changes.deployment_movers(MOVERS) if period.previous else [],
         "findings_slot": FINDINGS_SLOT,
         "unattributed": unattributed(),
     }

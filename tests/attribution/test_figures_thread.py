@@ -84,9 +84,7 @@ def test_a_leads_overview_is_the_same_on_the_figures_thread(lead_client, bill, t
     assert beside == alone
 
 
-def test_the_figures_thread_reads_committed_rows_with_the_requests_versions(
-    project, in_request
-):
+def test_the_figures_thread_reads_committed_rows_with_the_requests_versions(project, in_request):
     versions = figures.versions_read()
     result = figures.in_background(
         lambda: (

@@ -339,12 +339,13 @@ def in_background(compute: Callable[[], T]) -> Callable[[], T]:
 
     On PostgreSQL, in a request outside a transaction, it runs in this process's figures thread,
     on that thread's own connection, while the request builds its other figures: a cold page's
-    two heaviest statements then run on two cores at once instead of one after the other. The
+    heaviest statements then run on a second core instead of one after the other. The
     thread keys its figures by the request's versions (one consistent set, as before), keeps
     its connection as the settings say (`CONN_MAX_AGE`) and runs one figure at a time.
     Elsewhere (SQLite, a transaction: a test's, whose rows another connection cannot see; a
-    task or command; `SPEND_FIGURE_THREADS` 0) it computes at once, here, in the order the
-    caller asks. What `compute` raises is raised where its result is asked for."""
+    task or command; `SPEND_FIGURE_THREADS` 0; the figures thread itself) it computes at once,
+    here, in the order the caller asks. What `compute` raises is raised where its result is
+    asked for."""
     if not _concurrent():
         value = compute()
         return lambda: value
@@ -356,6 +357,8 @@ def _concurrent() -> bool:
     return (
         settings.SPEND_FIGURE_THREADS > 0
         and getattr(_request, "active", False)
+        # A figure that starts another on the figures thread would wait on itself there.
+        and not getattr(_request, "in_worker", False)
         and connection.vendor == "postgresql"
         and not connection.in_atomic_block
     )
@@ -377,9 +380,9 @@ def _in_worker(compute: Callable[[], T], versions: Versions) -> T:
     # As a request does: a connection that broke or outlived CONN_MAX_AGE is closed first and
     # a new one opened; after, closed if it must not be kept.
     close_old_connections()
-    _request.active, _request.versions = True, versions
+    _request.active, _request.versions, _request.in_worker = True, versions, True
     try:
         return compute()
     finally:
-        _request.active, _request.versions = False, None
+        _request.active, _request.versions, _request.in_worker = False, None, False
         close_old_connections()

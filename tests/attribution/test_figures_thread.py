@@ -134,3 +134,11 @@ def test_outside_a_request_or_with_no_thread_a_figure_is_computed_in_the_calling
         assert figures.in_background(lambda: threading.current_thread().name)() == here
     figures._request_finished()
     assert figures.in_background(lambda: threading.current_thread().name)() == here
+
+
+def test_a_figure_started_from_the_figures_thread_is_computed_there(in_request):
+    def outer():
+        inner = figures.in_background(lambda: threading.current_thread().name)
+        return threading.current_thread().name, inner()
+
+    assert figures.in_background(outer)() == ("spend-figures_0", "spend-figures_0")

@@ -55,6 +55,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import tzinfo
 from typing import NamedTuple, TypeVar
 
 from django.conf import settings
@@ -63,6 +64,7 @@ from django.core.exceptions import EmptyResultSet
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connection
 from django.db.models import F, QuerySet
+from django.utils import timezone
 
 from .models import SpendDataVersion
 
@@ -340,7 +342,8 @@ def in_background(compute: Callable[[], T]) -> Callable[[], T]:
     On PostgreSQL, in a request outside a transaction, it runs in this process's figures thread,
     on that thread's own connection, while the request builds its other figures: a cold page's
     heaviest statements then run on a second core instead of one after the other. The
-    thread keys its figures by the request's versions (one consistent set, as before), keeps
+    thread keys its figures by the request's versions (one consistent set, as before), works in
+    the request's time zone (the organisation's, set per thread), keeps
     its connection as the settings say (`CONN_MAX_AGE`) and runs one figure at a time.
     Elsewhere (SQLite, a transaction: a test's, whose rows another connection cannot see; a
     task or command; `SPEND_FIGURE_THREADS` 0; the figures thread itself) it computes at once,
@@ -349,8 +352,15 @@ def in_background(compute: Callable[[], T]) -> Callable[[], T]:
     if not _concurrent():
         value = compute()
         return lambda: value
-    future = _executor().submit(_in_worker, compute, versions_read())
+    # What the request set for its own thread: its versions and the organisation's time zone.
+    state = _State(versions_read(), timezone.get_current_timezone())
+    future = _executor().submit(_in_worker, compute, state)
     return future.result
+
+
+class _State(NamedTuple):
+    versions: Versions
+    zone: tzinfo
 
 
 def _concurrent() -> bool:
@@ -376,13 +386,15 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
-def _in_worker(compute: Callable[[], T], versions: Versions) -> T:
+def _in_worker(compute: Callable[[], T], state: _State) -> T:
     # As a request does: a connection that broke or outlived CONN_MAX_AGE is closed first and
     # a new one opened; after, closed if it must not be kept.
     close_old_connections()
-    _request.active, _request.versions, _request.in_worker = True, versions, True
+    _request.active, _request.versions, _request.in_worker = True, state.versions, True
+    timezone.activate(state.zone)
     try:
         return compute()
     finally:
         _request.active, _request.versions, _request.in_worker = False, None, False
+        timezone.deactivate()
         close_old_connections()

@@ -7,12 +7,14 @@ rows only (inside a test's transaction a figure is computed in the calling threa
 
 import re
 import threading
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.core.cache import cache
 from django.db import connection, connections, transaction
 from django.test import override_settings
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.projects.models import Project
 from apps.spend import figures
@@ -28,9 +30,9 @@ def threads_seen(monkeypatch) -> list[str]:
     seen = []
     original = figures._in_worker
 
-    def recorded(compute, versions):
+    def recorded(compute, state):
         seen.append(threading.current_thread().name)
-        return original(compute, versions)
+        return original(compute, state)
 
     monkeypatch.setattr(figures, "_in_worker", recorded)
     return seen
@@ -142,3 +144,12 @@ def test_a_figure_started_from_the_figures_thread_is_computed_there(in_request):
         return threading.current_thread().name, inner()
 
     assert figures.in_background(outer)() == ("spend-figures_0", "spend-figures_0")
+
+
+def test_the_figures_thread_works_in_the_requests_time_zone(in_request):
+    with timezone.override(ZoneInfo("Asia/Tokyo")):
+        seen = figures.in_background(timezone.get_current_timezone_name)()
+    assert seen == "Asia/Tokyo"
+    # Put back after the figure: the thread's next one starts from the default.
+    after = figures._executor().submit(timezone.get_current_timezone_name)
+    assert after.result() == "UTC"

@@ -186,7 +186,8 @@ def model_spend(*, model: Model, user, params: QueryDict, currency: str) -> Mode
         currency=currency,
         export_url=reverse("model_spend_export", args=[model.pk]),
     )
-    # The runs' and deployments' costs on the figures thread while the rest is built here.
+    # The runs' and deployments' costs on the figures thread while the rest is built here; their
+    # results are asked for last.
     experiment_costs = in_background(
         lambda: selectors.experiment_costs(scope=scope, period=filters.period, limit=MODEL_RUNS)
     )
@@ -194,18 +195,21 @@ def model_spend(*, model: Model, user, params: QueryDict, currency: str) -> Mode
         lambda: selectors.deployment_costs(scope=scope, period=filters.period)
     )
     series = selectors.spend_series(scope=scope, period=filters.period, by="component")
-    return ModelSpend(
-        **common,
-        series=series,
-        spend_chart=spend_over_time_chart(
+    here = {
+        "series": series,
+        "spend_chart": spend_over_time_chart(
             series=series,
             currency=currency,
             empty_message="No spend on this model's runs or deployments in this period: register "
             "the resources they ran on, or pick a longer range.",
         ),
+        "model_api": model_api_spend(scope=scope, period=filters.period),
+    }
+    return ModelSpend(
+        **common,
+        **here,
         experiment_costs=experiment_costs(),
         deployment_costs=deployment_costs(),
-        model_api=model_api_spend(scope=scope, period=filters.period),
     )
 
 

@@ -115,19 +115,26 @@ def _overview_figures(request: HttpRequest, head: dict) -> dict:
     period = filters.period
     sees = head["shows_unattributed"]
     # Who drives the spend against the period before (the heaviest figure) and the unattributed
-    # resources on the figures thread while the rest is built here; their results are asked
-    # for last.
+    # spend on the figures thread while the rest is built here; their results are asked for
+    # last.
     changes_result = in_background(
         lambda: selectors.spend_changes(scope=scope, period=period, names_for=MOVERS)
     )
+    lead = sees and not request.user.is_staff
     unattributed = in_background(
         lambda: (
+            # A lead's headline leaves unattributed spend out; it is shown apart, to be claimed.
+            # Its total first: the resources read the same ranking, from the cache.
+            selectors.unattributed_summary(
+                period=period, currency=scope.currency, provider=filters.provider
+            )
+            if lead
+            else None,
             selectors.unattributed_resources(
                 period=period, currency=scope.currency, provider=filters.provider, detail=False
             )
-            if (scope.unattributed or (sees and not request.user.is_staff))
-            and filters.workload in ("", Workload.UNATTRIBUTED)
-            else []
+            if (scope.unattributed or lead) and filters.workload in ("", Workload.UNATTRIBUTED)
+            else [],
         )
     )
     series = selectors.spend_series(scope=scope, period=period)
@@ -140,15 +147,10 @@ def _overview_figures(request: HttpRequest, head: dict) -> dict:
             projects=_budget_projects(request, filters), summary=summary
         )[:10],
         "model_api": model_api_spend(scope=scope, period=period),
-        # A lead's headline leaves unattributed spend out; it is shown apart, to be claimed.
-        "claimable": selectors.unattributed_summary(
-            period=period, currency=scope.currency, provider=filters.provider
-        )
-        if sees and not request.user.is_staff
-        else None,
     }
     changes = changes_result()
     projects = changes.project_pareto()
+    claimable, unattributed_resources = unattributed()
     return {
         **head,
         **here,
@@ -164,7 +166,8 @@ def _overview_figures(request: HttpRequest, head: dict) -> dict:
         "experiment_movers": changes.experiment_movers(MOVERS) if period.previous else [],
         "deployment_movers": changes.deployment_movers(MOVERS) if period.previous else [],
         "findings_slot": FINDINGS_SLOT,
-        "unattributed": unattributed(),
+        "claimable": claimable,
+        "unattributed": unattributed_resources,
     }
 
 

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.core.cache import cache
 from django.db import connection, connections, transaction
+from django.db.backends.utils import CursorWrapper
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -79,11 +80,34 @@ def test_a_page_is_the_same_with_its_heaviest_figures_on_the_figures_thread(
     assert "Image ranking" in beside
 
 
-def test_a_leads_overview_is_the_same_on_the_figures_thread(lead_client, bill, threads_seen):
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata"])
+def test_a_leads_overview_is_the_same_on_the_figures_thread(
+    lead_client, bill, organization, threads_seen, zone
+):
+    organization.time_zone = zone
+    organization.save()
     alone = page(lead_client, reverse("home") + "?preset=90d", threads=0)
     beside = page(lead_client, reverse("home") + "?preset=90d", threads=1)
     assert len(threads_seen) == 2
     assert beside == alone
+    assert "Claim" in beside  # a lead's unattributed spend, shown apart
+
+
+def test_a_leads_cold_overview_ranks_the_unattributed_resources_once(
+    lead_client, bill, monkeypatch
+):
+    # Counted on every connection: the figures thread's statements as well as the request's.
+    ranking = []
+    execute = CursorWrapper.execute
+
+    def recorded(self, sql, params=None):
+        if sql.startswith("SELECT resource_id, SUM(amount)"):
+            ranking.append(threading.current_thread().name)
+        return execute(self, sql, params)
+
+    monkeypatch.setattr(CursorWrapper, "execute", recorded)
+    page(lead_client, reverse("home") + "?preset=90d", threads=1)
+    assert ranking == ["spend-figures_0"]
 
 
 def test_the_figures_thread_reads_committed_rows_with_the_requests_versions(project, in_request):

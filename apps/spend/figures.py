@@ -343,12 +343,12 @@ def in_background(compute: Callable[[], T]) -> Callable[[], T]:
     on that thread's own connection, while the request builds its other figures: a cold page's
     heaviest statements then run on a second core instead of one after the other. The
     thread keys its figures by the request's versions (one consistent set, as before), works in
-    the request's time zone (the organisation's, set per thread), keeps
-    its connection as the settings say (`CONN_MAX_AGE`) and runs one figure at a time.
-    Elsewhere (SQLite, a transaction: a test's, whose rows another connection cannot see; a
-    task or command; `SPEND_FIGURE_THREADS` 0; the figures thread itself) it computes at once,
-    here, in the order the caller asks. What `compute` raises is raised where its result is
-    asked for."""
+    the request's time zone (the organisation's, set per thread), keeps its connection as the
+    settings say (`CONN_MAX_AGE`) and runs one figure at a time. Elsewhere (SQLite; a
+    transaction: a test's, whose rows another connection cannot see; a task or command;
+    `SPEND_FIGURE_THREADS` 0; connections not kept, `CONN_MAX_AGE` 0; the figures thread
+    itself) it computes at once, here, in the order the caller asks. What `compute` raises is
+    raised where its result is asked for."""
     if not _concurrent():
         value = compute()
         return lambda: value
@@ -371,6 +371,9 @@ def _concurrent() -> bool:
         and not getattr(_request, "in_worker", False)
         and connection.vendor == "postgresql"
         and not connection.in_atomic_block
+        # Without persistent connections the thread would open one for each figure, which
+        # costs more than it saves (bench/figure_threads.py: 1.03-1.28x the time without).
+        and connection.settings_dict["CONN_MAX_AGE"] != 0
     )
 
 

@@ -165,8 +165,9 @@ CACHES = {
     }
 }
 
-# A cold spend page computes its heaviest figure on a second connection, in a thread of each
-# web process, while it builds the rest (apps/spend/figures.py, `in_background`); 0 turns it off.
+# A cold spend page computes its heaviest figures on a second connection, in a thread of each
+# web process, while it builds the rest (apps/spend/figures.py, `in_background`), where
+# connections are kept (DATABASE_CONN_MAX_AGE above 0); 0 turns it off.
 SPEND_FIGURE_THREADS = int(env("SPEND_FIGURE_THREADS", "1"))
 
 AUTH_PASSWORD_VALIDATORS = [

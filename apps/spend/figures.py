@@ -344,7 +344,10 @@ def in_background(compute: Callable[[], T]) -> Callable[[], T]:
     heaviest statements then run on a second core instead of one after the other. The
     thread keys its figures by the request's versions (one consistent set, as before), works in
     the request's time zone (the organisation's, set per thread), keeps its connection as the
-    settings say (`CONN_MAX_AGE`) and runs one figure at a time. Elsewhere (SQLite; a
+    settings say (`CONN_MAX_AGE`) and runs one figure at a time. A figure it has not begun when
+    its result is asked for is taken back and computed by the caller, which would otherwise
+    wait: a page asks for its figures in the reverse order of their start, so that the thread
+    finishes the first while the request computes the last. Elsewhere (SQLite; a
     transaction: a test's, whose rows another connection cannot see; a task or command;
     `SPEND_FIGURE_THREADS` 0; connections not kept, `CONN_MAX_AGE` 0; the figures thread
     itself) it computes at once, here, in the order the caller asks. What `compute` raises is
@@ -355,7 +358,15 @@ def in_background(compute: Callable[[], T]) -> Callable[[], T]:
     # What the request set for its own thread: its versions and the organisation's time zone.
     state = _State(versions_read(), timezone.get_current_timezone())
     future = _executor().submit(_in_worker, compute, state)
-    return future.result
+
+    def result() -> T:
+        # Not started yet (the thread is still on an earlier figure): computed here instead,
+        # rather than waited for.
+        if future.cancel():
+            return compute()
+        return future.result()
+
+    return result
 
 
 class _State(NamedTuple):

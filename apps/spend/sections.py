@@ -154,11 +154,13 @@ def project_spend(
         "breakdown": selectors.spend_breakdown(scope=scope, period=period),
         "model_api": model_api_spend(scope=scope, period=period),
     }
+    # Asked for in the reverse order of their start (see the overview).
+    costs = experiment_costs()
     movers = changes()
     return ProjectSpend(
         **common,
         **here,
-        experiment_costs=experiment_costs(),
+        experiment_costs=costs,
         experiment_movers=movers.experiment_movers(MOVERS) if period.previous else [],
         deployment_movers=movers.deployment_movers(MOVERS) if period.previous else [],
     )
@@ -205,11 +207,12 @@ def model_spend(*, model: Model, user, params: QueryDict, currency: str) -> Mode
         ),
         "model_api": model_api_spend(scope=scope, period=filters.period),
     }
+    deployments = deployment_costs()  # the reverse order of their start (see the overview)
     return ModelSpend(
         **common,
         **here,
         experiment_costs=experiment_costs(),
-        deployment_costs=deployment_costs(),
+        deployment_costs=deployments,
     )
 
 

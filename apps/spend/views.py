@@ -148,9 +148,11 @@ def _overview_figures(request: HttpRequest, head: dict) -> dict:
         )[:10],
         "model_api": model_api_spend(scope=scope, period=period),
     }
+    # Asked for in the reverse order of their start: one the thread has not begun is computed
+    # here while the thread finishes the other.
+    claimable, unattributed_resources = unattributed()
     changes = changes_result()
     projects = changes.project_pareto()
-    claimable, unattributed_resources = unattributed()
     return {
         **head,
         **here,

@@ -16,7 +16,7 @@ from apps.experiments.models import Experiment
 from apps.projects.models import Project
 from costsite.months import month_start, next_month_start
 
-from .figures import cached
+from .figures import cached, cached_by
 from .filters import Period
 from .rollup import (
     MONEY,
@@ -300,12 +300,7 @@ def _changes(sums: list[tuple], *, names_for: int | None) -> SpendChanges:
             by_model[pk] = current
         else:
             moved[kind].append((pk, current, before))
-    projects = {
-        project["pk"]: project
-        for project in Project.objects.filter(pk__in=list(by_project)).values(
-            "pk", "name", "slug", "team__name"
-        )
-    }
+    projects = _names(Project.objects, list(by_project), ("name", "slug", "team__name"))
     project_changes = [
         Change(
             kind="project",
@@ -320,12 +315,7 @@ def _changes(sums: list[tuple], *, names_for: int | None) -> SpendChanges:
         if pk in projects
     ]
     project_changes.sort(key=lambda change: (-change.current, change.name))
-    models = {
-        model["pk"]: model
-        for model in Model.objects.filter(pk__in=list(by_model)).values(
-            "pk", "name", "project__name"
-        )
-    }
+    models = _names(Model.objects, list(by_model), ("name", "project__name"))
     return SpendChanges(
         projects=project_changes,
         experiments=_named_changes(
@@ -345,6 +335,21 @@ def _changes(sums: list[tuple], *, names_for: int | None) -> SpendChanges:
     )
 
 
+def _names(objects: QuerySet, pks: list[int], fields: tuple[str, ...]) -> dict[int, dict]:
+    """`fields` of the rows with these primary keys, by key: names and what they belong to,
+    which only the joined tables hold. Cached by the joined version (a rename moves it), so a
+    change of spend, after which the same projects, models and runs are named, reads none."""
+    if not pks:
+        return {}
+    pks = sorted(pks)
+    return cached_by(
+        f"names:{objects.model._meta.label}",
+        (pks, fields),
+        lambda: {row["pk"]: row for row in objects.filter(pk__in=pks).values("pk", *fields)},
+        joined=True,
+    )
+
+
 def _named_changes(
     kind: str, moved: list[tuple[int, Decimal, Decimal]], objects, parent: str, limit: int | None
 ) -> list[Change]:
@@ -352,10 +357,7 @@ def _named_changes(
     ranked = sorted(moved, key=lambda item: (-abs(item[1] - item[2]), item[0]))
     if limit is not None:
         ranked = ranked[:limit]
-    names = {
-        row["pk"]: row
-        for row in objects.filter(pk__in=[pk for pk, *_ in ranked]).values("pk", "name", parent)
-    }
+    names = _names(objects, [pk for pk, *_ in ranked], ("name", parent))
     changes = [
         Change(
             kind=kind,

@@ -218,13 +218,15 @@ def cached_by(
     *,
     findings: bool = False,
     gpu: bool = False,
+    joined: bool = False,
 ) -> object:
     """`compute()`'s result keyed by `parts` instead of a query's SQL: for a figure made of
     several queries whose inputs are known before any is built (its arguments, what the person
     asking sees), so that a hit builds none of them. `parts` must name everything the result
     depends on besides the versions (`repr` makes the key); with `findings`, as `cached`'s.
     With `gpu` (a figure of the GPU metrics and the registrations alone: GPU-hours), keyed by
-    the GPU version and the joined one: a new bill or a re-attribution leaves it."""
+    the GPU version and the joined one: a new bill or a re-attribution leaves it. With `joined`
+    (what the joined tables alone hold: names, teams), keyed by the joined version alone."""
     if not getattr(_request, "active", False):
         return compute()
     versions = versions_read()
@@ -232,6 +234,8 @@ def cached_by(
         version = f"findings-{versions.findings}.{versions.joined}"
     elif gpu:
         version = f"gpu-{versions.gpu}.{versions.joined}"
+    elif joined:
+        version = f"joined-{versions.joined}"
     else:
         version = versions.data
     digest = hashlib.sha256(f"{tag}\x00{parts!r}".encode()).hexdigest()

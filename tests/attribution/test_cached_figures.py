@@ -322,6 +322,28 @@ def test_an_import_leaves_the_project_pages_runs_cached(
     assert runs_read == []
 
 
+def test_an_import_leaves_the_names_of_what_spent_cached(
+    staff_client, imported, tmp_path, django_capture_on_commit_callbacks
+):
+    # Names live in the joined tables alone: keyed by the joined version, they are not read
+    # again after an import, while the figures around them are computed afresh.
+    names_read = re.compile(r'^SELECT "projects_project"."id" AS "pk", "projects_project"."name"')
+
+    def overview() -> tuple[dict, int]:
+        with CaptureQueriesContext(connection) as captured:
+            shown = spend(staff_client)
+        return shown, sum(bool(names_read.match(query["sql"])) for query in captured)
+
+    assert overview() == (BEFORE, 1)
+    with django_capture_on_commit_callbacks(execute=True):
+        load_february(tmp_path)
+    assert overview() == ({"Image ranking": D("15.50"), "unattributed": D("11.00")}, 0)
+    with django_capture_on_commit_callbacks(execute=True):
+        imported.name = "Image ranking v2"
+        imported.save()
+    assert overview() == ({"Image ranking v2": D("15.50"), "unattributed": D("11.00")}, 1)
+
+
 def test_resources_registered_in_bulk_show_in_the_project_pages_runs(staff_client, imported):
     # A script's usage windows are written with bulk_create, which sends no signal: the
     # ownership_changed port they announce moves the joined version the runs are cached by.

@@ -1,4 +1,5 @@
 import copy
+import functools
 from datetime import timedelta
 
 from django.contrib import messages
@@ -12,10 +13,17 @@ from django.urls import reverse
 
 from apps.accounts.selectors import teams_led_by
 from apps.deployments.selectors import deployment_for_user, model_for_user, models_visible_to
-from apps.insights.figures import page_fragment
+from apps.insights.figures import FINDINGS_SLOT, page_fragment, page_fragment_with_findings
 from apps.insights.selectors import findings_section
 from apps.projects.selectors import project_for_user
-from apps.spend.sections import deployment_spend, model_spend, request_organization, today
+from apps.spend.sections import (
+    DEPLOYMENT_PRESET,
+    deployment_spend,
+    model_spend,
+    owner_filters,
+    request_organization,
+    today,
+)
 from apps.spend.storage import model_storage, period_end
 from costsite.htmx import form_page, redirect_after_save
 
@@ -135,35 +143,64 @@ def model_edit(request: HttpRequest, model_pk: int) -> HttpResponse:
 @login_required
 def deployment_detail(request: HttpRequest, deployment_pk: int) -> HttpResponse:
     deployment = deployment_for_user(user=request.user, pk=deployment_pk)
-    spend = deployment_spend(
-        deployment=deployment,
-        params=request.GET,
-        currency=request_organization(request).currency,
-    ).context()
-    period = spend["filters"].period
-    spend["findings"] = findings_section(
-        user=request.user, start=period.start, end=period.end, deployment=deployment
+    # Its spend section (also what a filter change fetches) and its traffic, cached as HTML per
+    # data version (a traffic import moves it too), the findings section apart per findings
+    # version (apps/insights/figures.py).
+    period = functools.cache(lambda: owner_filters(request.GET, DEPLOYMENT_PRESET).period)
+    spend = page_fragment_with_findings(
+        request,
+        f"deployment-spend:{deployment.pk}",
+        lambda: render_to_string(
+            "deployments/deployment_detail.html#spend",
+            {
+                **deployment_spend(
+                    deployment=deployment,
+                    params=request.GET,
+                    currency=request_organization(request).currency,
+                ).context(),
+                "findings_slot": FINDINGS_SLOT,
+            },
+            request=request,
+        ),
+        lambda: findings_section(
+            user=request.user, start=period().start, end=period().end, deployment=deployment
+        ),
     )
     if request.htmx and request.htmx.target == "spend":
-        return render(request, "deployments/deployment_detail.html#spend", spend)
-    traffic = selectors.deployment_recent_traffic(deployment=deployment)
+        return HttpResponse(spend)
     return render(
         request,
         "deployments/deployment_detail.html",
         {
-            **spend,
             "deployment": deployment,
             "project": deployment.project,
+            "spend_html": spend,
+            "traffic_html": page_fragment(
+                request,
+                f"deployment-traffic:{deployment.pk}",
+                lambda: _traffic_html(request, deployment),
+                findings=False,
+            ),
             "model": selectors.deployment_model_for_user(deployment=deployment, user=request.user),
             "resources": selectors.deployment_resources(deployment=deployment),
-            "traffic": traffic,
-            "traffic_chart": traffic_chart(deployment=deployment, traffic=traffic),
-            "traffic_days": selectors.TRAFFIC_PAGE_DAYS,
             # Its team's lead (or staff) sets up its Prometheus traffic sources.
             "leads_team": teams_led_by(user=request.user)
             .filter(pk=deployment.project.team_id)
             .exists(),
         },
+    )
+
+
+def _traffic_html(request: HttpRequest, deployment) -> str:
+    traffic = selectors.deployment_recent_traffic(deployment=deployment)
+    return render_to_string(
+        "deployments/deployment_detail.html#traffic",
+        {
+            "traffic": traffic,
+            "traffic_chart": traffic_chart(deployment=deployment, traffic=traffic),
+            "traffic_days": selectors.TRAFFIC_PAGE_DAYS,
+        },
+        request=request,
     )
 
 

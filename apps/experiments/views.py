@@ -1,16 +1,24 @@
 import copy
+import functools
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
 
 from apps.deployments.selectors import models_visible_to
 from apps.experiments.selectors import experiment_for_user
+from apps.insights.figures import FINDINGS_SLOT, page_fragment_with_findings
 from apps.insights.selectors import findings_section
 from apps.projects.selectors import project_for_user
-from apps.spend.sections import experiment_spend, request_organization
+from apps.spend.sections import (
+    EXPERIMENT_PRESET,
+    experiment_spend,
+    owner_filters,
+    request_organization,
+)
 from apps.trackers.selectors import tracked_run_for
 from costsite.htmx import form_page, redirect_after_save
 
@@ -22,22 +30,35 @@ from .forms import ExperimentForm
 @login_required
 def experiment_detail(request: HttpRequest, experiment_pk: int) -> HttpResponse:
     experiment = experiment_for_user(user=request.user, pk=experiment_pk)
-    spend = experiment_spend(
-        experiment=experiment,
-        params=request.GET,
-        currency=request_organization(request).currency,
-    ).context()
-    period = spend["filters"].period
-    spend["findings"] = findings_section(
-        user=request.user, start=period.start, end=period.end, experiment=experiment
+    # Its spend section (also what a filter change fetches), cached as HTML per data version,
+    # the findings section apart per findings version (apps/insights/figures.py).
+    period = functools.cache(lambda: owner_filters(request.GET, EXPERIMENT_PRESET).period)
+    spend = page_fragment_with_findings(
+        request,
+        f"experiment-spend:{experiment.pk}",
+        lambda: render_to_string(
+            "experiments/experiment_detail.html#spend",
+            {
+                **experiment_spend(
+                    experiment=experiment,
+                    params=request.GET,
+                    currency=request_organization(request).currency,
+                ).context(),
+                "findings_slot": FINDINGS_SLOT,
+            },
+            request=request,
+        ),
+        lambda: findings_section(
+            user=request.user, start=period().start, end=period().end, experiment=experiment
+        ),
     )
     if request.htmx and request.htmx.target == "spend":
-        return render(request, "experiments/experiment_detail.html#spend", spend)
+        return HttpResponse(spend)
     return render(
         request,
         "experiments/experiment_detail.html",
         {
-            **spend,
+            "spend_html": spend,
             "experiment": experiment,
             "project": experiment.project,
             "model": selectors.experiment_model_for_user(experiment=experiment, user=request.user),

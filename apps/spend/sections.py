@@ -30,6 +30,10 @@ from .filters import Period, SpendFilterForm, SpendFilters, preset_period, spend
 from .model_api import ModelApiSpend, model_api_spend
 
 MOVERS = 5  # per kind on a page; the CSV has every change
+# The range an experiment's and a deployment's page shows unless one is chosen: all of a run's
+# life, a deployment's last 30 days.
+EXPERIMENT_PRESET = "all"
+DEPLOYMENT_PRESET = "30d"
 # The costliest runs listed; the CSV lists them all. The model page lists every run that produced
 # the model below already, so its spend section shows the few that cost most.
 PROJECT_RUNS = 25
@@ -254,7 +258,7 @@ def experiment_spend(
     *, experiment: Experiment, params: QueryDict, currency: str
 ) -> ExperimentSpend:
     """The experiment page's spend: all of the run's life unless a range is chosen."""
-    filters = owner_filters(params, "all")
+    filters = owner_filters(params, EXPERIMENT_PRESET)
     scope = selectors.experiment_scope(
         experiment=experiment, currency=currency, provider=filters.provider
     )
@@ -287,7 +291,7 @@ def deployment_spend(
     *, deployment: Deployment, params: QueryDict, currency: str
 ) -> DeploymentSpend:
     """The deployment page's spend: the last 30 days unless a range is chosen."""
-    filters = owner_filters(params, "30d")
+    filters = owner_filters(params, DEPLOYMENT_PRESET)
     scope = selectors.deployment_scope(
         deployment=deployment, currency=currency, provider=filters.provider
     )

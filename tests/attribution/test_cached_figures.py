@@ -394,6 +394,72 @@ def test_traffic_recorded_moves_the_version_at_once(imported):
     assert versions_read().data != before
 
 
+def test_a_runs_spend_and_its_failure_show_on_its_page_on_the_next_load(
+    staff_client, imported, eager_celery, django_capture_on_commit_callbacks
+):
+    # The experiment page's spend section is cached as HTML per data version: a registration
+    # (its resources' spend) and a change of status (a failed run's spend is waste) move it.
+    def run_page() -> str:
+        response = staff_client.get(reverse("experiment_detail", args=[run.pk]))
+        assert response.status_code == 200
+        return response.content.decode()
+
+    def shown(page: str) -> tuple[str, bool]:
+        total = re.search(r'id="period-total">([^<]*)<', page).group(1)
+        return total, "This run failed: its cost bought no model." in page
+
+    run = experiment_register(
+        project=imported, external_id="stray-run", changes={"name": "stray-run"}
+    ).experiment
+    assert shown(run_page()) == ("$0.00", False)
+    with django_capture_on_commit_callbacks(execute=True):
+        experiment_register(
+            project=imported,
+            external_id="stray-run",
+            changes={"status": "running"},
+            resources=[
+                ResourceWindow(
+                    "i-stray",
+                    started_at=at("2025-03-11T00:00:00"),
+                    ended_at=at("2025-03-13T00:00:00"),
+                )
+            ],
+        )
+    assert shown(run_page()) == ("$10.00", False)
+    with django_capture_on_commit_callbacks(execute=True):
+        experiment_register(project=imported, external_id="stray-run", changes={"status": "failed"})
+    assert shown(run_page()) == ("$10.00", True)
+
+
+def test_a_deployments_traffic_shows_on_its_page_on_the_next_load(staff_client, imported):
+    # The deployment page's traffic is cached as HTML per data version: traffic written (the
+    # API, a pull) moves it, and a load with nothing changed reads no traffic hours.
+    from apps.deployments.models import TrafficHour
+    from tests.factories import DeploymentFactory
+
+    deployment = DeploymentFactory(project=imported)
+
+    def deployment_page() -> tuple[str, int]:
+        with CaptureQueriesContext(connection) as captured:
+            response = staff_client.get(reverse("deployment_detail", args=[deployment.pk]))
+        assert response.status_code == 200
+        hours_read = sum('FROM "deployments_traffichour"' in query["sql"] for query in captured)
+        return response.content.decode(), hours_read
+
+    page, hours_read = deployment_page()
+    assert "No traffic reported yet" in page
+    assert hours_read == 1  # the latest hour: none
+    assert deployment_page()[1] == 0
+    TrafficHour.objects.create(
+        deployment=deployment, hour=at("2025-03-12T10:00:00"), requests=1200, updated_at=NOW
+    )
+    page, hours_read = deployment_page()
+    assert "<dt>Requests</dt><dd>1,200</dd>" in page
+    assert hours_read == 2  # the latest hour, then the hours of the two weeks before it
+    page, hours_read = deployment_page()
+    assert ("<dt>Requests</dt><dd>1,200</dd>" in page, hours_read) == (True, 0)
+
+
 def test_the_overview_is_cached_apart_for_people_of_other_teams(imported, member, team):
     """Two members who see the same projects, one also in a team with no project yet: that
     team's filter is the one's own, and refused to the other (who sees their team's spend)."""

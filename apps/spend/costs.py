@@ -11,6 +11,7 @@ from django.db.models import Q, QuerySet, Sum
 from apps.deployments.models import Deployment, TrafficHour
 from apps.experiments.models import Experiment
 from apps.gpu import selectors as gpu_selectors
+from costsite.lookups import any_of
 
 from .figures import cached_by, cached_rows
 from .filters import Period
@@ -150,7 +151,12 @@ def _owners_ranked(
         amounts[row[owner]] += row["amount"]
     # Named in the database's order of names (its collation), then ranked by amount, which a
     # stable sort does without reordering ties: as the one grouped query ordered them before.
-    named = cached_rows(owners.filter(pk__in=sorted(amounts)).order_by("name", "pk"))
+    # A project's runs over all time are hundreds: their ids are one parameter.
+    named = (
+        cached_rows(owners.filter(any_of("pk", sorted(amounts))).order_by("name", "pk"))
+        if amounts
+        else []
+    )
     return amounts, sorted(named, key=lambda row: -amounts[row["pk"]])
 
 

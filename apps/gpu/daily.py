@@ -85,13 +85,15 @@ def _is_current(state: GpuRollupState, threshold) -> bool:
     )
 
 
-def days_ensure() -> None:
-    """Rebuild whatever of the rollup is marked out of date (one query when nothing is)."""
+def days_ensure() -> int:
+    """Rebuild whatever of the rollup is marked out of date (one query when nothing is); how
+    many times it has been built, which a page cached as HTML is keyed by."""
     state = GpuRollupState.objects.order_by("pk").first()
     threshold = Organization.get().idle_threshold_percent
     if state is not None and _is_current(state, threshold):
-        return
+        return state.builds
     days_rebuild()
+    return GpuRollupState.objects.order_by("pk").values_list("builds", flat=True).first()
 
 
 @transaction.atomic
@@ -112,6 +114,7 @@ def days_rebuild() -> None:
     state.stale_from = state.stale_until = None
     state.threshold = threshold
     state.built_at = timezone.now()
+    state.builds += 1
     state.save()
 
 

@@ -380,6 +380,8 @@ class GpuRollupState(models.Model):
     stale_until = models.DateField(null=True, blank=True)
     threshold = models.DecimalField(max_digits=5, decimal_places=2, null=True, blank=True)
     built_at = models.DateTimeField(null=True, blank=True)
+    # Counts the rebuilds: what the fleet page's cached HTML is keyed by (a clock may repeat).
+    builds = models.PositiveBigIntegerField(default=0)
 
     def __str__(self) -> str:
         return "GPU rollup state"

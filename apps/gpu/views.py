@@ -5,11 +5,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from apps.accounts.guards import staff_only, staff_or_lead_only
 from apps.accounts.models import Organization, Team
+from apps.insights.figures import page_fragment
 from apps.insights.models import InsightsSettings
 from apps.insights.selectors import findings_section, idle_gpu_dollars
 from apps.projects.selectors import projects_visible_to
@@ -21,6 +23,7 @@ from costsite.paging import page_asked
 
 from . import selectors, services, tasks
 from .charts import fleet_charts, gpu_hourly_chart
+from .daily import days_ensure
 from .forms import HostMappingForm, MetricSourceForm
 from .models import MetricSource
 
@@ -73,6 +76,36 @@ def fleet(request: HttpRequest) -> HttpResponse:
     sort = request.GET.get("sort", DEFAULT_SORT)
     if sort.removeprefix("-") not in selectors.GPU_SORTS:
         sort = DEFAULT_SORT
+    # The figures, cached as HTML per data and findings version (apps/insights/figures.py) and
+    # per build of the GPU rollup: a rebuild (new GPU-hours, a change of who used what, of the
+    # idle threshold) is done first, here, and its count keys what it makes.
+    builds = days_ensure()
+    idle_min_percent = InsightsSettings.get().idle_gpu_min_share_percent
+    body = page_fragment(
+        request,
+        "gpu-fleet",
+        lambda: render_to_string(
+            "gpu/fleet.html#fleet-body",
+            _fleet_body(request, filters, sort, idle_min_percent),
+            request=request,
+        ),
+        builds=builds,
+        idle_min_percent=idle_min_percent,
+    )
+    if request.htmx:
+        return HttpResponse(body)
+    return render(
+        request,
+        "gpu/fleet.html",
+        {
+            "body_html": body,
+            "can_map": selectors.can_map_hosts(user=request.user),
+            "can_see_sources": selectors.can_see_sources(user=request.user),
+        },
+    )
+
+
+def _fleet_body(request: HttpRequest, filters: SpendFilters, sort: str, idle_min_percent) -> dict:
     period = filters.period
     scope = {
         "user": request.user,
@@ -87,7 +120,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
     gpus = selectors.fleet_gpus(**scope, sort=sort, page=page_asked(request.GET), scope=rows)
     # The sort and the page travel with the filters; a new filter starts at the first page.
     keep = filters.query(sort="" if sort == DEFAULT_SORT else sort)
-    context = {
+    return {
         "filters": filters,
         "form": filters.form,
         "data_as_of": spend_selectors.data_as_of(),
@@ -97,13 +130,11 @@ def fleet(request: HttpRequest) -> HttpResponse:
         **fleet_charts(fleet=summary),
         "gpus": gpus,
         "idle_dollars": idle_gpu_dollars(user=request.user, start=period.start, end=period.end),
-        "idle_min_percent": InsightsSettings.get().idle_gpu_min_share_percent,
+        "idle_min_percent": idle_min_percent,
         "gpu_columns": _gpu_columns(sort, filters),
+        # Staff and leads (the part's key names the role).
         "can_map": selectors.can_map_hosts(user=request.user),
-        "can_see_sources": selectors.can_see_sources(user=request.user),
     }
-    template = "gpu/fleet.html#fleet-body" if request.htmx else "gpu/fleet.html"
-    return render(request, template, context)
 
 
 @login_required

@@ -2,11 +2,13 @@
 fleet grown by 240 GPUs on 12 more projects; and the fleet page's daily rollup (GpuDay) is
 rebuilt by every kind of change that moves its figures, so a page never shows it stale."""
 
+import json
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 import time_machine
+from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -82,6 +84,7 @@ def urls(gpu_fleet) -> list[tuple[str, dict, dict]]:
 
 def count_queries(client, url: str, params: dict, headers: dict) -> int:
     client.get(url, params, headers=headers)  # a rebuild after a change is not what is counted
+    cache.clear()  # every figure computed, as after an import: not the page cached as HTML
     with CaptureQueriesContext(connection) as captured:
         response = client.get(url, params, headers=headers)
     assert response.status_code == 200, (url, params)
@@ -179,6 +182,37 @@ def test_a_new_idle_threshold_moves_the_bands(gpu_fleet, staff):
 
     # Under 50%: the 10% and 40% hours; 50-70% is moderate: none; 70% busy.
     assert _fleet(staff).total.bands == {"idle": 10.0, "busy": 5.0}
+
+
+def _bands_shown(client) -> tuple[dict[str, float], int]:
+    """The fleet page's GPU-hours by utilisation band on 14 July, as its chart draws them, and
+    how many queries read the daily rollup."""
+    with CaptureQueriesContext(connection) as captured:
+        page = client.get(reverse("gpu_fleet"), {"preset": "7d"}).content.decode()
+    figure = json.loads(
+        page.split('<script id="fleet-bands" type="application/json">')[1].split("</script>")[0]
+    )
+    day = figure["data"][0]["x"].index("2026-07-14")
+    bands = {trace["name"]: trace["y"][day] for trace in figure["data"] if trace["y"][day]}
+    return bands, sum('"gpu_gpuday"' in query["sql"] for query in captured)
+
+
+def test_the_fleet_page_is_cached_until_its_rollup_is_built_again(gpu_fleet, staff_client, load):
+    # The page is cached as HTML by the build of its rollup: a second load reads none of it, and
+    # a GPU import or a new idle threshold (each builds it again) shows on the next load.
+    before = {"Low (10–40%)": 5.0, "Moderate (40–70%)": 5.0, "Busy (70% and over)": 5.0}
+    assert _bands_shown(staff_client)[0] == before
+    assert _bands_shown(staff_client) == (before, 0)
+
+    load(smi([("mystery-box", "GPU-x1", "13:00", 50)]), "nvidia-smi", name="later.csv")
+    assert _bands_shown(staff_client)[0] == {**before, "Moderate (40–70%)": 6.0}
+
+    org = Organization.get()
+    org.idle_threshold_percent = Decimal("50")
+    org.save()
+    # Under 50%: the 10% and 40% hours; the import's 50% hour is moderate (50-70%).
+    after = {"Idle (under 50%)": 10.0, "Moderate (50–70%)": 1.0, "Busy (70% and over)": 5.0}
+    assert _bands_shown(staff_client)[0] == after
 
 
 def test_a_gpu_hour_two_projects_registered_counts_for_each_and_once_in_the_total(

@@ -13,7 +13,7 @@ says nothing about use.
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 
 from django.core.exceptions import EmptyResultSet
@@ -387,6 +387,16 @@ class FleetScope:
     def gpu_parts(self) -> list[QuerySet]:
         """The per-GPU rows of the period, each with gpu_id and the three sums: add them up."""
         return [rows for rows in (self.day_rows, self.month_rows) if rows is not None]
+
+    def copy(self) -> "FleetScope":
+        """The same rows as querysets of their own, for another thread to read."""
+        return replace(
+            self,
+            day_rows=None if self.day_rows is None else self.day_rows.all(),
+            month_rows=None if self.month_rows is None else self.month_rows.all(),
+            model_rows=self.model_rows.all(),
+            project_ids=None if self.project_ids is None else set(self.project_ids),
+        )
 
 
 def fleet_scope(

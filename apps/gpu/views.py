@@ -16,6 +16,7 @@ from apps.insights.models import InsightsSettings
 from apps.insights.selectors import findings_section, idle_gpu_dollars
 from apps.projects.selectors import projects_visible_to
 from apps.spend import selectors as spend_selectors
+from apps.spend.figures import in_background
 from apps.spend.filters import SpendFilters, spend_filters_from
 from apps.spend.sections import today as spend_today
 from costsite.htmx import form_page, redirect_after_save
@@ -116,11 +117,14 @@ def _fleet_body(request: HttpRequest, filters: SpendFilters, sort: str, idle_min
     }
     # The rows the user sees, found once for the summary and the table.
     rows = selectors.fleet_scope(**scope)
+    # The table's page (its ranking is the heaviest statement) on the figures thread's own
+    # connection while the summary is built here (apps/spend/figures.py).
+    page, mine = page_asked(request.GET), rows.copy()
+    gpus = in_background(lambda: selectors.fleet_gpus(**scope, sort=sort, page=page, scope=mine))
     summary = selectors.fleet(**scope, scope=rows)
-    gpus = selectors.fleet_gpus(**scope, sort=sort, page=page_asked(request.GET), scope=rows)
     # The sort and the page travel with the filters; a new filter starts at the first page.
     keep = filters.query(sort="" if sort == DEFAULT_SORT else sort)
-    return {
+    here = {
         "filters": filters,
         "form": filters.form,
         "data_as_of": spend_selectors.data_as_of(),
@@ -128,8 +132,11 @@ def _fleet_body(request: HttpRequest, filters: SpendFilters, sort: str, idle_min
         "sort": sort,
         "sort_query": keep,
         **fleet_charts(fleet=summary),
-        "gpus": gpus,
         "idle_dollars": idle_gpu_dollars(user=request.user, start=period.start, end=period.end),
+    }
+    return {
+        **here,
+        "gpus": gpus(),  # asked for last
         "idle_min_percent": idle_min_percent,
         "gpu_columns": _gpu_columns(sort, filters),
         # Staff and leads (the part's key names the role).

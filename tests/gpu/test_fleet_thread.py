@@ -1,0 +1,55 @@
+"""The fleet page's GPU table computed on the figures thread's own connection
+(apps.spend.figures.in_background) while the summary is built in the request: the same page.
+
+Transactional: the thread's connection sees committed rows only."""
+
+import threading
+
+import pytest
+import time_machine
+from django.core.cache import cache
+from django.test import override_settings
+from django.urls import reverse
+
+from apps.gpu import views
+from tests.attribution.test_figures_thread import CSRF, kept_connections  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "progress"])
+
+
+@pytest.fixture(autouse=True)
+def _frozen():
+    with time_machine.travel("2026-07-15 02:00:00+00:00", tick=False):
+        yield
+
+
+@pytest.mark.parametrize("preset", ["7d", "all"])
+def test_the_fleet_page_is_the_same_with_its_gpu_table_on_the_figures_thread(
+    gpu_fleet, staff_client, monkeypatch, preset
+):
+    computed_by = []
+    original = views.in_background
+
+    def recorded(compute):
+        def named():
+            computed_by.append(threading.current_thread().name)
+            return compute()
+
+        return original(named)
+
+    monkeypatch.setattr(views, "in_background", recorded)
+
+    def page(threads: int) -> str:
+        cache.clear()
+        with override_settings(SPEND_FIGURE_THREADS=threads):
+            response = staff_client.get(reverse("gpu_fleet"), {"preset": preset})
+        assert response.status_code == 200
+        return CSRF.sub("csrf", response.content.decode())
+
+    alone = page(threads=0)
+    assert computed_by == ["MainThread"]
+    beside = page(threads=1)
+    # Begun by the thread while the request builds the summary (several queries).
+    assert computed_by[1] == "spend-figures_0"
+    assert beside == alone
+    assert "mystery-box" in beside  # a row of the GPU table

@@ -298,16 +298,18 @@ def host_mappings_editable_by(*, user) -> QuerySet[HostMapping]:
     if not can_map_hosts(user=user):
         return HostMapping.objects.none()
     projects = projects_editable_by(user=user)
-    resource_ids = set(
-        ExperimentResource.objects.filter(experiment__project__in=projects).values_list(
-            "resource_id", flat=True
+    # Subqueries: a lead's projects register a thousand resources and more, which as a list
+    # were read out and sent back as as many parameters (8 ms of the hosts page).
+    registered = Q(
+        resource_id__in=ExperimentResource.objects.filter(experiment__project__in=projects).values(
+            "resource_id"
         )
-    ) | set(
-        DeploymentResource.objects.filter(deployment__project__in=projects).values_list(
-            "resource_id", flat=True
+    ) | Q(
+        resource_id__in=DeploymentResource.objects.filter(deployment__project__in=projects).values(
+            "resource_id"
         )
     )
-    return HostMapping.objects.filter(Q(created_by=user) | Q(resource_id__in=resource_ids))
+    return HostMapping.objects.filter(Q(created_by=user) | registered)
 
 
 def host_mapping_for_user(*, user, pk: int) -> HostMapping:

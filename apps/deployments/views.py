@@ -1,5 +1,4 @@
 import copy
-import functools
 from datetime import timedelta
 
 from django.contrib import messages
@@ -13,18 +12,17 @@ from django.urls import reverse
 
 from apps.accounts.selectors import teams_led_by
 from apps.deployments.selectors import deployment_for_user, model_for_user, models_visible_to
-from apps.insights.figures import FINDINGS_SLOT, page_fragment, page_fragment_with_findings
-from apps.insights.selectors import findings_section
+from apps.insights.figures import page_fragment
 from apps.projects.selectors import project_for_user
 from apps.spend.sections import (
     DEPLOYMENT_PRESET,
     deployment_spend,
     model_spend,
-    owner_filters,
     request_organization,
     today,
 )
 from apps.spend.storage import model_storage, period_end
+from apps.spend.views import owner_spend_html
 from costsite.htmx import form_page, redirect_after_save
 
 from . import selectors, services
@@ -144,27 +142,18 @@ def model_edit(request: HttpRequest, model_pk: int) -> HttpResponse:
 def deployment_detail(request: HttpRequest, deployment_pk: int) -> HttpResponse:
     deployment = deployment_for_user(user=request.user, pk=deployment_pk)
     # Its spend section (also what a filter change fetches) and its traffic, cached as HTML per
-    # data version (a traffic import moves it too), the findings section apart per findings
-    # version (apps/insights/figures.py).
-    period = functools.cache(lambda: owner_filters(request.GET, DEPLOYMENT_PRESET).period)
-    spend = page_fragment_with_findings(
+    # data version (a traffic import moves it too).
+    spend = owner_spend_html(
         request,
-        f"deployment-spend:{deployment.pk}",
-        lambda: render_to_string(
-            "deployments/deployment_detail.html#spend",
-            {
-                **deployment_spend(
-                    deployment=deployment,
-                    params=request.GET,
-                    currency=request_organization(request).currency,
-                ).context(),
-                "findings_slot": FINDINGS_SLOT,
-            },
-            request=request,
+        name=f"deployment-spend:{deployment.pk}",
+        template="deployments/deployment_detail.html#spend",
+        spend=lambda: deployment_spend(
+            deployment=deployment,
+            params=request.GET,
+            currency=request_organization(request).currency,
         ),
-        lambda: findings_section(
-            user=request.user, start=period().start, end=period().end, deployment=deployment
-        ),
+        preset=DEPLOYMENT_PRESET,
+        deployment=deployment,
     )
     if request.htmx and request.htmx.target == "spend":
         return HttpResponse(spend)

@@ -1,24 +1,16 @@
 import copy
-import functools
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.template.loader import render_to_string
 from django.urls import reverse
 
 from apps.deployments.selectors import models_visible_to
 from apps.experiments.selectors import experiment_for_user
-from apps.insights.figures import FINDINGS_SLOT, page_fragment_with_findings
-from apps.insights.selectors import findings_section
 from apps.projects.selectors import project_for_user
-from apps.spend.sections import (
-    EXPERIMENT_PRESET,
-    experiment_spend,
-    owner_filters,
-    request_organization,
-)
+from apps.spend.sections import EXPERIMENT_PRESET, experiment_spend, request_organization
+from apps.spend.views import owner_spend_html
 from apps.trackers.selectors import tracked_run_for
 from costsite.htmx import form_page, redirect_after_save
 
@@ -30,27 +22,17 @@ from .forms import ExperimentForm
 @login_required
 def experiment_detail(request: HttpRequest, experiment_pk: int) -> HttpResponse:
     experiment = experiment_for_user(user=request.user, pk=experiment_pk)
-    # Its spend section (also what a filter change fetches), cached as HTML per data version,
-    # the findings section apart per findings version (apps/insights/figures.py).
-    period = functools.cache(lambda: owner_filters(request.GET, EXPERIMENT_PRESET).period)
-    spend = page_fragment_with_findings(
+    spend = owner_spend_html(
         request,
-        f"experiment-spend:{experiment.pk}",
-        lambda: render_to_string(
-            "experiments/experiment_detail.html#spend",
-            {
-                **experiment_spend(
-                    experiment=experiment,
-                    params=request.GET,
-                    currency=request_organization(request).currency,
-                ).context(),
-                "findings_slot": FINDINGS_SLOT,
-            },
-            request=request,
+        name=f"experiment-spend:{experiment.pk}",
+        template="experiments/experiment_detail.html#spend",
+        spend=lambda: experiment_spend(
+            experiment=experiment,
+            params=request.GET,
+            currency=request_organization(request).currency,
         ),
-        lambda: findings_section(
-            user=request.user, start=period().start, end=period().end, experiment=experiment
-        ),
+        preset=EXPERIMENT_PRESET,
+        experiment=experiment,
     )
     if request.htmx and request.htmx.target == "spend":
         return HttpResponse(spend)

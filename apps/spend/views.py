@@ -7,6 +7,8 @@ makes for the `#spend` element gets that part of the page only; every table has 
 `…/spend.csv?table=<name>&<the same filters>`.
 """
 
+import functools
+from collections.abc import Callable
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -16,6 +18,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts.guards import staff_or_lead_only
@@ -39,6 +42,7 @@ from .forms import ClaimForm
 from .model_api import model_api_spend
 from .sections import (
     MOVERS,
+    SpendSection,
     owner_filters,
     project_filters,
     request_organization,
@@ -47,6 +51,33 @@ from .sections import (
 
 UNATTRIBUTED_PER_PAGE = 25
 CLAIM_RULE_PREFIX = "Claimed on the unattributed page"
+
+
+def owner_spend_html(
+    request: HttpRequest,
+    *,
+    name: str,
+    template: str,
+    spend: Callable[[], SpendSection],
+    preset: str,
+    **subject,
+) -> SafeString:
+    """A run's or a deployment's spend section (#spend, also what a filter change fetches),
+    cached as HTML per data version, its findings section apart per findings version
+    (apps/insights/figures.py). `spend()` builds the section, `template` renders it with
+    `findings_slot` where the findings go, `preset` is the range it shows unless one is chosen,
+    and `subject` names what the findings are about (experiment=..., deployment=...)."""
+    period = functools.cache(lambda: owner_filters(request.GET, preset).period)
+    return page_fragment_with_findings(
+        request,
+        name,
+        lambda: render_to_string(
+            template, {**spend().context(), "findings_slot": FINDINGS_SLOT}, request=request
+        ),
+        lambda: findings_section(
+            user=request.user, start=period().start, end=period().end, **subject
+        ),
+    )
 
 
 def _org(request: HttpRequest) -> Organization:

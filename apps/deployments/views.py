@@ -5,7 +5,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -165,7 +164,12 @@ def deployment_detail(request: HttpRequest, deployment_pk: int) -> HttpResponse:
             "deployment": deployment,
             "project": deployment.project,
             "spend_html": spend,
-            "traffic_html": _traffic_part(request, deployment),
+            "traffic_html": page_fragment(
+                request,
+                f"deployment-traffic:{deployment.pk}",
+                lambda: _traffic_html(request, deployment),
+                findings=False,
+            ),
             "model": selectors.deployment_model_for_user(deployment=deployment, user=request.user),
             "resources": selectors.deployment_resources(deployment=deployment),
             # Its team's lead (or staff) sets up its Prometheus traffic sources.
@@ -173,20 +177,6 @@ def deployment_detail(request: HttpRequest, deployment_pk: int) -> HttpResponse:
             .filter(pk=deployment.project.team_id)
             .exists(),
         },
-    )
-
-
-def _traffic_part(request: HttpRequest, deployment) -> str:
-    """The traffic section, cached as HTML per data version where a traffic write moves it
-    (PostgreSQL: a trigger, apps/spend/migrations/0005); on SQLite (the demo) nothing announces
-    traffic recorded, so the section is rendered for each request."""
-    if connection.vendor != "postgresql":
-        return _traffic_html(request, deployment)
-    return page_fragment(
-        request,
-        f"deployment-traffic:{deployment.pk}",
-        lambda: _traffic_html(request, deployment),
-        findings=False,
     )
 
 

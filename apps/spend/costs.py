@@ -11,7 +11,7 @@ from django.db.models import Q, QuerySet, Sum
 from apps.deployments.models import Deployment, TrafficHour
 from apps.experiments.models import Experiment
 from apps.gpu import selectors as gpu_selectors
-from costsite.lookups import any_of
+from costsite.lookups import id_in
 
 from .figures import cached_by, cached_rows
 from .filters import Period
@@ -153,7 +153,7 @@ def _owners_ranked(
     # stable sort does without reordering ties: as the one grouped query ordered them before.
     # A project's runs over all time are hundreds: their ids are one parameter.
     named = (
-        cached_rows(owners.filter(any_of("pk", sorted(amounts))).order_by("name", "pk"))
+        cached_rows(owners.filter(id_in("pk", sorted(amounts))).order_by("name", "pk"))
         if amounts
         else []
     )

@@ -33,7 +33,7 @@ from apps.experiments.models import Experiment
 from apps.projects.models import Project
 from apps.projects.selectors import visible_project_ids
 from costsite.dates import as_of_shown
-from costsite.lookups import any_of
+from costsite.lookups import id_in
 from costsite.months import rollup_plan
 
 from .figures import cached_rows
@@ -195,9 +195,9 @@ class SpendScope:
             owners = Q(pk__in=[])
             # A model's runs are hundreds: each list is one parameter (costsite.lookups).
             if self.experiment_ids:
-                owners |= any_of("experiment_id", self.experiment_ids)
+                owners |= id_in("experiment_id", self.experiment_ids)
             if self.deployment_ids:
-                owners |= any_of("deployment_id", self.deployment_ids)
+                owners |= id_in("deployment_id", self.deployment_ids)
             q &= owners
             if self.owner_project_ids is not None:
                 q &= Q(project_id__in=self.owner_project_ids)

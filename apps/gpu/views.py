@@ -127,7 +127,8 @@ def _fleet_body(request: HttpRequest, filters: SpendFilters, sort: str, idle_min
     here = {
         "filters": filters,
         "form": filters.form,
-        "data_as_of": spend_selectors.data_as_of(),
+        # The filters' line says how far the bill has got (spend/_filters.html).
+        "bill_freshness": spend_selectors.bill_freshness(),
         "fleet": summary,
         "sort": sort,
         "sort_query": keep,
@@ -164,7 +165,8 @@ def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
         "gpu": gpu,
         "filters": filters,
         "form": filters.form,
-        "data_as_of": spend_selectors.data_as_of(),
+        # The filters' line says how far the bill has got (spend/_filters.html).
+        "bill_freshness": spend_selectors.bill_freshness(),
         "chart": gpu_hourly_chart(hours=hours, threshold=threshold),
         "usage": selectors.usage_of(gpu.hours.filter(hour__gte=start, hour__lt=end)),
         "start": start,

@@ -14,10 +14,12 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from apps.accounts.models import Organization
+from apps.billing.services import import_run_create, import_run_execute
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.gpu import daily, selectors, services
 from apps.gpu.models import Gpu, GpuDay, GpuHour, HostMapping
 from apps.projects.services import resource_uses_replace
+from tests.attribution.conftest import write_bill
 from tests.factories import ExperimentFactory, ProjectFactory
 
 from .conftest import smi
@@ -213,6 +215,30 @@ def test_the_fleet_page_is_cached_until_its_rollup_is_built_again(gpu_fleet, sta
     # Under 50%: the 10% and 40% hours; the import's 50% hour is moderate (50-70%).
     after = {"Idle (under 50%)": 10.0, "Moderate (50–70%)": 1.0, "Busy (70% and over)": 5.0}
     assert _bands_shown(staff_client)[0] == after
+
+
+def test_the_gpu_pages_say_how_far_the_bill_has_got(gpu_fleet, staff_client, tmp_path):
+    # The filters' line of the fleet and of a GPU's page, as on the spend pages.
+    gpu = Gpu.objects.get(uuid="GPU-e1")
+    pages = [reverse("gpu_fleet"), reverse("gpu_detail", args=[gpu.pk])]
+    for url in pages:
+        assert "no bill loaded yet" in staff_client.get(url).content.decode()
+    line = {
+        "BillingPeriodStart": "2026-07-01T00:00:00Z",
+        "BillingPeriodEnd": "2026-08-01T00:00:00Z",
+        "ChargePeriodStart": "2026-07-14T10:00:00Z",
+        "ChargePeriodEnd": "2026-07-14T11:00:00Z",
+        "BilledCost": "3.00",
+        "EffectiveCost": "3.00",
+        "ResourceId": "i-0aaa",
+    }
+    run = import_run_execute(
+        import_run=import_run_create(paths=[str(write_bill(tmp_path / "july.csv", [line]))])
+    )
+    assert run.status == "succeeded", run.error
+    for url in pages:
+        page = staff_client.get(url).content.decode()
+        assert 'bill loaded up to <span class="data-as-of">14 Jul 2026 11:00</span>' in page
 
 
 def test_a_gpu_hour_two_projects_registered_counts_for_each_and_once_in_the_total(

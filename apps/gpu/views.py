@@ -1,5 +1,6 @@
 import copy
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -20,6 +21,7 @@ from apps.spend.figures import in_background
 from apps.spend.filters import SpendFilters, spend_filters_from
 from apps.spend.sections import today as spend_today
 from costsite.htmx import form_page, redirect_after_save
+from costsite.links import link_to
 from costsite.paging import page_asked
 
 from . import selectors, services, tasks
@@ -117,27 +119,38 @@ def _fleet_body(request: HttpRequest, filters: SpendFilters, sort: str, idle_min
     }
     # The rows the user sees, found once for the summary and the table.
     rows = selectors.fleet_scope(**scope)
-    # The table's page (its ranking is the heaviest statement) on the figures thread's own
-    # connection while the summary is built here (apps/spend/figures.py).
-    page, mine = page_asked(request.GET), rows.copy()
-    gpus = in_background(lambda: selectors.fleet_gpus(**scope, sort=sort, page=page, scope=mine))
-    summary = selectors.fleet(**scope, scope=rows)
+    # The table's page (its ranking is the heaviest statement), then the GPUs per model, on
+    # the figures thread's own connection while the summary is built here
+    # (apps/spend/figures.py); asked for in the reverse order.
+    page = page_asked(request.GET)
+    gpus = in_background(
+        partial(selectors.fleet_gpus, **scope, sort=sort, page=page, scope=rows.copy())
+    )
+    model_gpus = in_background(partial(selectors.fleet_model_gpus, scope=rows.copy()))
+    # The filters' line says how far the bill has got (spend/_filters.html).
+    bill_freshness = spend_selectors.bill_freshness()
+    idle_dollars = idle_gpu_dollars(user=request.user, start=period.start, end=period.end)
+    summary = selectors.fleet(**scope, scope=rows, model_gpus=model_gpus)
     # The sort and the page travel with the filters; a new filter starts at the first page.
     keep = filters.query(sort="" if sort == DEFAULT_SORT else sort)
     here = {
         "filters": filters,
         "form": filters.form,
-        # The filters' line says how far the bill has got (spend/_filters.html).
-        "bill_freshness": spend_selectors.bill_freshness(),
+        "bill_freshness": bill_freshness,
         "fleet": summary,
         "sort": sort,
         "sort_query": keep,
         **fleet_charts(fleet=summary),
-        "idle_dollars": idle_gpu_dollars(user=request.user, start=period.start, end=period.end),
+        "idle_dollars": idle_dollars,
     }
+    table = gpus()  # asked for last
+    gpu_link, project_link = link_to("gpu_detail"), link_to("project_detail")
     return {
         **here,
-        "gpus": gpus(),  # asked for last
+        "gpus": table,
+        # Each row with its link, reversed once for the table (costsite/links.py).
+        "gpu_rows": [(row, gpu_link(row.gpu.pk)) for row in table.rows],
+        "project_rows": [(group, project_link(group.url)) for group in summary.projects],
         "idle_min_percent": idle_min_percent,
         "gpu_columns": _gpu_columns(sort, filters),
         # Staff and leads (the part's key names the role).

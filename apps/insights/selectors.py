@@ -2,14 +2,12 @@
 counted once, and realised savings."""
 
 from collections import defaultdict
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.core.exceptions import EmptyResultSet
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.http import Http404
 
@@ -21,6 +19,7 @@ from apps.billing.models import DailyResourceCost
 from apps.projects.selectors import projects_editable_by, visible_project_ids
 from apps.spend.selectors import data_as_of as billing_data_as_of
 from costsite.months import month_start, next_month_start
+from costsite.plans import serial_plans
 
 from .compute import day_start
 from .days import day_rollup_used
@@ -179,34 +178,6 @@ def _sums(parts: list[QuerySet], *, by: tuple[str, ...]) -> list[tuple]:
             params,
         )
         return cursor.fetchall()
-
-
-_SERIAL = ContextVar("serial_plans", default=False)
-
-
-@contextmanager
-def serial_plans():
-    """Statements in the block planned by PostgreSQL without parallel workers: the sums of a
-    period's parts, which read a few thousand day and month rows by their indexes. The planner
-    priced those in parallel; on the benchmark's 90 days the workers took longer to start than
-    they saved (the top findings 8.7 ms against 5.2 alone, their sums 4.6 against 3.2), and on
-    two cores they took the CPU from the request. One transaction for a whole block, however
-    many sums it holds (a block inside another adds nothing)."""
-    if connection.vendor != "postgresql" or _SERIAL.get():
-        yield
-        return
-    outer = connection.in_atomic_block
-    token = _SERIAL.set(True)
-    try:
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-            yield
-            if outer:  # a caller's transaction would keep the setting after the block
-                with connection.cursor() as cursor:
-                    cursor.execute("SET LOCAL max_parallel_workers_per_gather TO DEFAULT")
-    finally:
-        _SERIAL.reset(token)
 
 
 def _union(parts: list[QuerySet]) -> tuple[str, list]:

@@ -1,5 +1,6 @@
-"""The fleet page's GPU table computed on the figures thread's own connection
-(apps.spend.figures.in_background) while the summary is built in the request: the same page.
+"""The fleet page's GPU table and GPUs per model computed on the figures thread's own
+connection (apps.spend.figures.in_background) while the summary is built in the request: the
+same page.
 
 Transactional: the thread's connection sees committed rows only."""
 
@@ -47,8 +48,11 @@ def test_the_fleet_page_is_the_same_with_its_gpu_table_on_the_figures_thread(
         return CSRF.sub("csrf", response.content.decode())
 
     alone = page(threads=0)
-    assert computed_by == ["MainThread"]
+    assert computed_by == ["MainThread", "MainThread"]
     beside = page(threads=1)
-    assert computed_by[1] == "spend-figures_0"
+    assert computed_by[2:] == ["spend-figures_0", "spend-figures_0"]
     assert beside == alone
     assert "mystery-box" in beside  # a row of the GPU table
+    # The GPUs per model: the five GPUs, three hours each.
+    model_row = '<th scope="row">Unknown model</th><td class="num">5</td><td class="num">15</td>'
+    assert model_row in beside

@@ -132,6 +132,39 @@ def test_a_page_of_the_gpu_table_is_fifty_gpus_sorted_in_the_database(gpu_fleet,
     assert sum(group.usage.gpu_hours for group in summary.projects) == 7.0 + 3.0 + 240 * 80
 
 
+def test_the_gpu_table_is_ranked_without_parallel_workers_and_the_summary_in_one_statement(
+    gpu_fleet, staff, team
+):
+    """The ranking's workers took longer to start than they saved, and a core from the request
+    beside it (costsite/plans.py); the model-days are summed per day, model and set of projects
+    by one statement (GROUPING SETS), which gives the figures three statements gave."""
+    grow(team)
+    start, end = at("2026-07-04 00:00"), at("2026-07-15 00:00")
+    with CaptureQueriesContext(connection) as captured:
+        page = selectors.fleet_gpus(user=staff, start=start, end=end)
+    statements = [query["sql"] for query in captured]
+    ranking = next(index for index, sql in enumerate(statements) if "per_gpu" in sql)
+    assert statements[ranking - 1] == "SET LOCAL max_parallel_workers_per_gather = 0"
+    assert page.count == 245
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_parallel_workers_per_gather")
+        assert cursor.fetchone()[0] != "0"
+
+    with CaptureQueriesContext(connection) as captured:
+        summary = selectors.fleet(user=staff, start=start, end=end)
+    model_days = [query["sql"] for query in captured if "gpu_gpumodelday" in query["sql"]]
+    assert len(model_days) == 1
+    assert "GROUPING SETS" in model_days[0]
+    # 240 GPUs of the twelve projects at 80 GPU-hours each, the fixture's five at three.
+    assert summary.total.gpu_hours == 15.0 + 240 * 80
+    assert [(model.label, model.gpus, model.usage.gpu_hours) for model in summary.models] == [
+        ("Unknown model", 245, 15.0 + 240 * 80)
+    ]
+    assert [day.day.isoformat() for day in summary.days][:1] == ["2026-07-04"]
+    assert sum(day.gpu_hours for day in summary.days) == 15.0 + 240 * 80
+    assert len(summary.projects) == 12 + 2
+
+
 # The rollup refreshes on every kind of change that moves the fleet's figures ------------------
 
 

@@ -260,12 +260,20 @@ def gpus_visible_to(*, user) -> QuerySet[Gpu]:
 def gpu_for_user(*, user, pk: int) -> Gpu:
     """The GPU, when `user` may see it (the rule of gpus_visible_to, checked for this GPU
     alone: its resource, registered on a project the user sees)."""
+    return gpu_resolved_for_user(user=user, pk=pk)[0]
+
+
+def gpu_resolved_for_user(*, user, pk: int) -> tuple[Gpu, Resolution | None]:
+    """gpu_for_user, and the billed resource the GPU resolves to (as a MIG instance, its
+    physical GPU's), resolved once for the check and the page."""
     gpu = Gpu.objects.select_related("parent").filter(pk=pk).first()
     if gpu is None:
         raise Http404("No such GPU.")
+    physical = gpu.parent or gpu
+    physical_resolution = gpu_resolutions(gpus=[physical]).get(physical.pk)
     if user.is_staff:
-        return gpu
-    resolution = gpu_resolutions(gpus=[gpu]).get(gpu.pk)
+        return gpu, physical_resolution
+    resolution = physical_resolution if physical is gpu else gpu_resolutions(gpus=[gpu]).get(gpu.pk)
     if resolution is not None:
         keys = {resolution.resource_id, _tail(resolution.resource_id)}
         naming = Q(pk__in=[])
@@ -282,7 +290,7 @@ def gpu_for_user(*, user, pk: int) -> Gpu:
             )
         )
         if any(rid in keys or _tail(rid) in keys for rid in registered):
-            return gpu
+            return gpu, physical_resolution
     raise Http404("No such GPU.")
 
 

@@ -160,7 +160,7 @@ def _fleet_body(request: HttpRequest, filters: SpendFilters, sort: str, idle_min
 
 @login_required
 def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
-    gpu = selectors.gpu_for_user(user=request.user, pk=gpu_pk)
+    gpu, resolution = selectors.gpu_resolved_for_user(user=request.user, pk=gpu_pk)
     # A GPU that stopped reporting shows its last days, not an empty chart of the present.
     last_day = spend_today()
     if gpu.last_seen_at is not None:
@@ -171,9 +171,23 @@ def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
     period = filters.period
     start = _utc_midnight(period.start or (gpu.first_seen_at or _utc_midnight(last_day)).date())
     end = _utc_midnight(period.end)
+    # The findings on its resource, on the figures thread while the rest is built here
+    # (apps/spend/figures.py): after a recompute of findings, half of the page.
+    findings = (
+        in_background(
+            partial(
+                findings_section,
+                user=request.user,
+                start=start.date(),
+                end=end.date(),
+                resource_id=resolution.resource_id,
+            )
+        )
+        if resolution
+        else lambda: None
+    )
     threshold = float(Organization.get().idle_threshold_percent)
     hours = selectors.gpu_hours_series(gpu=gpu, start=start, end=end)
-    resolution = selectors.gpu_resolutions(gpus=[gpu.parent or gpu]).get((gpu.parent or gpu).pk)
     context = {
         "gpu": gpu,
         "filters": filters,
@@ -187,16 +201,9 @@ def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
         "resolution": resolution,
         "owners": selectors.gpu_owners(gpu=gpu, user=request.user, resolution=resolution),
         "mig_instances": gpu.mig_instances.all(),
-        "findings": findings_section(
-            user=request.user,
-            start=start.date(),
-            end=end.date(),
-            resource_id=resolution.resource_id,
-        )
-        if resolution
-        else None,
         "can_map": selectors.can_map_hosts(user=request.user),
     }
+    context["findings"] = findings()  # asked for last
     template = "gpu/gpu_detail.html#gpu-body" if request.htmx else "gpu/gpu_detail.html"
     return render(request, template, context)
 

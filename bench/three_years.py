@@ -50,8 +50,9 @@ def run(command: list[str], url: str, log: Path) -> str:
     return done.stdout
 
 
-def importing(url: str, name: str, repeat: int, month: str) -> dict:
-    path = OUT / f"import-{name}.json"
+def importing(url: str, name: str, repeat: int, month: str, queued: bool) -> dict:
+    way = "queued" if queued else "eager"
+    path = OUT / f"import-{way}-{name}.json"
     run(
         [
             "bench/import_focus.py",
@@ -64,12 +65,13 @@ def importing(url: str, name: str, repeat: int, month: str) -> dict:
             str(path),
             "--month",
             month,
+            *(["--queued"] if queued else []),
         ],
         url,
-        OUT / f"import-{name}.log",
+        OUT / f"import-{way}-{name}.log",
     )
     tries = json.loads(path.read_text())["tries"]
-    return {"import, x (b)": [t["seconds"] / t["b_s"] for t in tries]}
+    return {f"import ({way}), x (b)": [t["seconds"] / t["b_s"] for t in tries]}
 
 
 def pages(url: str, name: str, requests: int) -> dict:
@@ -124,10 +126,16 @@ def main() -> None:
         help="the month of the imported bill: one both organisations hold (the import's work "
         "includes recomputing that month's findings)",
     )
+    parser.add_argument(
+        "--queued",
+        action="store_true",
+        help="the import as compose runs it: the command returns once the import commits, the "
+        "work it starts (the month's findings) left queued for a worker",
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     measures = {
-        "import": lambda url, name: importing(url, name, args.repeat, args.month),
+        "import": lambda url, name: importing(url, name, args.repeat, args.month, args.queued),
         "pages": lambda url, name: pages(url, name, args.requests),
         "findings": lambda url, name: findings(url, name, args.repeat),
     }

@@ -257,15 +257,11 @@ def gpus_visible_to(*, user) -> QuerySet[Gpu]:
     return Gpu.objects.filter(pk__in=gpu_ids)
 
 
-def gpu_for_user(*, user, pk: int) -> Gpu:
-    """The GPU, when `user` may see it (the rule of gpus_visible_to, checked for this GPU
-    alone: its resource, registered on a project the user sees)."""
-    return gpu_resolved_for_user(user=user, pk=pk)[0]
-
-
 def gpu_resolved_for_user(*, user, pk: int) -> tuple[Gpu, Resolution | None]:
-    """gpu_for_user, and the billed resource the GPU resolves to (as a MIG instance, its
-    physical GPU's), resolved once for the check and the page."""
+    """The GPU, when `user` may see it (the rule of gpus_visible_to, checked for this GPU
+    alone: its resource, registered on a project the user sees), and the billed resource it
+    resolves to (as a MIG instance, its physical GPU's): resolved once for the check and for
+    the page, which did it twice."""
     gpu = Gpu.objects.select_related("parent").filter(pk=pk).first()
     if gpu is None:
         raise Http404("No such GPU.")
@@ -700,7 +696,7 @@ def _ranked_sql(parts: list[QuerySet], *, sort: str) -> tuple[str, list]:
     # statement 9.4 ms -> 6.2). On PostgreSQL, whose CTE is computed once (MATERIALIZED), so
     # that the value compared is the very sum ranked; SQLite (the demo) sorts all of them.
     first = GPU_SORTS.get(key, GPU_SORTS["hours"])[0]
-    reach = materialized = ""
+    reach = reaches = materialized = ""
     if first in PER_GPU_SORTS and connection.vendor == "postgresql":
         materialized = "MATERIALIZED "
         column = GPU_SORT_COLUMNS[first]
@@ -725,7 +721,7 @@ def _ranked_sql(parts: list[QuerySet], *, sort: str) -> tuple[str, list]:
         SELECT per_gpu.gpu_id, per_gpu.total, per_gpu.weighted, per_gpu.idle,
                (SELECT gpus FROM counted)
         FROM per_gpu
-        INNER JOIN {Gpu._meta.db_table} gpu ON gpu.id = per_gpu.gpu_id{reaches if reach else ""}
+        INNER JOIN {Gpu._meta.db_table} gpu ON gpu.id = per_gpu.gpu_id{reaches}
         ORDER BY {", ".join(order)}
         LIMIT (SELECT size FROM shown) OFFSET (SELECT size * (number - 1) FROM shown)"""
     return sql, list(params)

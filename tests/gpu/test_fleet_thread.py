@@ -25,21 +25,28 @@ def _frozen():
         yield
 
 
-@pytest.mark.parametrize("preset", ["7d", "all"])
-def test_the_fleet_page_is_the_same_with_its_gpu_table_on_the_figures_thread(
-    gpu_fleet, staff_client, monkeypatch, preset
-):
+def recorded(monkeypatch) -> list[str]:
+    """The names of the threads that compute what the GPU views hand to in_background, in
+    order. Each is handed over once begun, so that the request never takes it back (tested
+    apart)."""
     computed_by = []
 
-    def recorded(compute):
+    def handed(compute):
         def named():
             computed_by.append(threading.current_thread().name)
             return compute()
 
-        # Handed over once begun, so that the request never takes it back (tested apart).
         return begun(named)
 
-    monkeypatch.setattr(views, "in_background", recorded)
+    monkeypatch.setattr(views, "in_background", handed)
+    return computed_by
+
+
+@pytest.mark.parametrize("preset", ["7d", "all"])
+def test_the_fleet_page_is_the_same_with_its_gpu_table_on_the_figures_thread(
+    gpu_fleet, staff_client, monkeypatch, preset
+):
+    computed_by = recorded(monkeypatch)
 
     def page(threads: int) -> str:
         cache.clear()
@@ -64,16 +71,7 @@ def test_a_gpus_page_is_the_same_with_its_findings_on_the_figures_thread(
 ):
     """A GPU's page computes its findings section on the figures thread while it builds the
     rest; the GPU is resolved once for the lead's access check and for the page."""
-    computed_by = []
-
-    def recorded(compute):
-        def named():
-            computed_by.append(threading.current_thread().name)
-            return compute()
-
-        return begun(named)
-
-    monkeypatch.setattr(views, "in_background", recorded)
+    computed_by = recorded(monkeypatch)
     gpu = Gpu.objects.get(uuid="GPU-e1")
 
     def page(threads: int) -> str:

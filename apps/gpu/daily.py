@@ -14,26 +14,41 @@ that name one of their projects: each GPU-hour counted once, as the hourly selec
 
 Kept current, never stale when read:
 - a GPU metrics import marks the days it wrote (`days_mark`) and rebuilds them before it commits;
-- a change of who used what (the `ownership_changed` port, a host mapping, a GPU's host or label,
-  a new GPU, the idle threshold) marks everything, and a task rebuilds it after the commit;
+- a registration added, removed or moved (the `ownership_changed` port with the resource ids it
+  moved) marks the GPUs those ids reach (`GpuRollupStaleGpu`), and a task rebuilds their rows
+  after the commit: a run registered on one instance rebuilds its eight GPUs, not the fleet;
+- any other change of who used what (the port without ids: an alias, a rule, a project; a host
+  mapping, a GPU's host or label, a new GPU, the idle threshold) marks everything, and a task
+  rebuilds it after the commit;
 - a read (`days_ensure`) first rebuilds whatever is still marked, so the first page after a
   change pays for the rebuild and shows the new figures.
 """
 
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection, transaction
+from django.db.models import Exists, Max, Min
 from django.utils import timezone
 
 from apps.accounts.models import Organization
-from apps.deployments.models import Deployment
-from apps.experiments.models import Experiment
+from apps.deployments.models import Deployment, DeploymentResource
+from apps.experiments.models import Experiment, ExperimentResource
 from costsite.celery import task_enqueue_on_commit
 from costsite.months import month_start, next_month_start
 
-from .models import Gpu, GpuDay, GpuHour, GpuModelDay, GpuMonth, GpuRollupState, GpuSegment
-from .resolution import EARLIEST, LATEST, _gpus_by_resource, _tail
+from .models import (
+    Gpu,
+    GpuDay,
+    GpuHour,
+    GpuModelDay,
+    GpuMonth,
+    GpuRollupStaleGpu,
+    GpuRollupState,
+    GpuSegment,
+)
+from .resolution import EARLIEST, LATEST, _gpus_by_resource, _tail, registrations_naming
 
 BATCH = 5000  # segments written at a time
 REBUILD_TASK = "apps.gpu.tasks.gpu_days_rebuild_task"
@@ -71,24 +86,59 @@ def days_mark_all_later() -> None:
     task_enqueue_on_commit(REBUILD_TASK)
 
 
+def days_mark_gpus(gpu_ids: Iterable[int]) -> None:
+    """Mark these GPUs' rows out of date, and rebuild them after the commit (a page that comes
+    first rebuilds them itself)."""
+    marked = [GpuRollupStaleGpu(gpu_id=gpu_id) for gpu_id in sorted(set(gpu_ids))]
+    if not marked:
+        return
+    if connection.in_atomic_block:
+        # The state row is held until the commit, as days_mark's update holds it: a rebuild
+        # that takes it first is done before these rows exist, and one that comes after waits
+        # until the registration they follow from can be read.
+        GpuRollupState.objects.select_for_update().filter(pk=_state().pk).exists()
+    GpuRollupStaleGpu.objects.bulk_create(marked, ignore_conflicts=True)
+    task_enqueue_on_commit(REBUILD_TASK)
+
+
 def ownership_changed_handler(*, resource_ids=None, reason: str = "", created_by=None) -> None:
-    """`ownership_changed` port: a registration, alias, rule or project changed."""
-    days_mark_all_later()
+    """`ownership_changed` port: a registration, alias, rule or project changed. With the
+    resource ids a registration added, removed or moved: the GPUs that resolve to one of them
+    (as `_windows` matches them: the id itself or its tail), and those whose host one names
+    (resolved through that registration until it went); without, everything."""
+    if resource_ids is None:
+        days_mark_all_later()
+        return
+    keys = {key for resource_id in resource_ids for key in (resource_id, _tail(resource_id))}
+    by_resource = _gpus_by_resource()
+    resolving = {gpu_id for key in keys for gpu_id in by_resource.get(key, ())}
+    # A GPU whose host a removed registration named resolved to it, and no longer does.
+    named = set(Gpu.objects.filter(host__in=keys).values_list("pk", flat=True))
+    days_mark_gpus(resolving | named)
 
 
 def _is_current(state: GpuRollupState, threshold) -> bool:
     return (
         not state.stale_all
         and state.stale_from is None
+        and not state.stale_gpus
         and state.threshold is not None
         and state.threshold == threshold
     )
 
 
+def _state_read(**lock):
+    """The state row, with `stale_gpus`: whether any GPU is marked (one query)."""
+    rows = GpuRollupState.objects.annotate(stale_gpus=Exists(GpuRollupStaleGpu.objects.all()))
+    if lock:
+        rows = rows.select_for_update(**lock)
+    return rows.order_by("pk").first()
+
+
 def days_ensure() -> int:
     """Rebuild whatever of the rollup is marked out of date (one query when nothing is); how
     many times it has been built, which a page cached as HTML is keyed by."""
-    state = GpuRollupState.objects.order_by("pk").first()
+    state = _state_read()
     threshold = Organization.get().idle_threshold_percent
     if state is not None and _is_current(state, threshold):
         return state.builds
@@ -100,16 +150,23 @@ def days_ensure() -> int:
 def days_rebuild() -> None:
     """Bring the rollup up to date, under a lock on its state row (two rebuilds never interleave:
     the second finds the work done)."""
-    state = _state()
-    state = GpuRollupState.objects.select_for_update().get(pk=state.pk)
+    _state()
+    state = _state_read(of=("self",))
     threshold = Organization.get().idle_threshold_percent
     if _is_current(state, threshold):
         return
+    stale_gpus = list(GpuRollupStaleGpu.objects.values_list("gpu_id", flat=True))
     if state.stale_all or state.threshold != threshold:
         segments_rebuild()
         _days_write(start=None, end=None, threshold=float(threshold))
     else:
-        _days_write(start=state.stale_from, end=state.stale_until, threshold=float(threshold))
+        if stale_gpus:
+            segments_rebuild(gpu_ids=stale_gpus)
+            _days_write(start=None, end=None, threshold=float(threshold), gpu_ids=stale_gpus)
+        if state.stale_from is not None:
+            _days_write(start=state.stale_from, end=state.stale_until, threshold=float(threshold))
+    # Only those read: none can have been marked since (marking waits for this lock).
+    GpuRollupStaleGpu.objects.filter(gpu_id__in=stale_gpus).delete()
     state.stale_all = False
     state.stale_from = state.stale_until = None
     state.threshold = threshold
@@ -118,16 +175,30 @@ def days_rebuild() -> None:
     state.save()
 
 
-def _windows() -> dict[int, list[tuple[datetime, datetime, int]]]:
+def _windows(gpu_ids: list[int] | None = None) -> dict[int, list[tuple[datetime, datetime, int]]]:
     """GPU id -> (start, end, project) of every registration that reaches it: the windows of
-    selectors._hours_filter (an hour counts from the window's starting hour until its end)."""
-    by_resource = _gpus_by_resource()
-    per_gpu: dict[int, list[tuple[datetime, datetime, int]]] = defaultdict(list)
+    selectors._hours_filter (an hour counts from the window's starting hour until its end).
+    `gpu_ids`: of those GPUs only, reading only the registrations that can name them."""
     from .selectors import resource_uses
 
-    for window in resource_uses(
-        experiments=Experiment.objects.all(), deployments=Deployment.objects.all()
-    ):
+    experiments, deployments = Experiment.objects.all(), Deployment.objects.all()
+    if gpu_ids is None:
+        by_resource = _gpus_by_resource()
+    else:
+        by_resource = _gpus_by_resource(gpus=Gpu.objects.filter(pk__in=gpu_ids))
+        named = set(by_resource)
+        experiments = experiments.filter(
+            pk__in=registrations_naming(ExperimentResource.objects.all(), named).values(
+                "experiment_id"
+            )
+        )
+        deployments = deployments.filter(
+            pk__in=registrations_naming(DeploymentResource.objects.all(), named).values(
+                "deployment_id"
+            )
+        )
+    per_gpu: dict[int, list[tuple[datetime, datetime, int]]] = defaultdict(list)
+    for window in resource_uses(experiments=experiments, deployments=deployments):
         gpu_ids = set(by_resource.get(window.resource_id, ())) | set(
             by_resource.get(_tail(window.resource_id), ())
         )
@@ -162,24 +233,32 @@ def segments_of(
     return pieces
 
 
-def segments_rebuild() -> int:
-    GpuSegment.objects.all().delete()
+def segments_rebuild(*, gpu_ids: list[int] | None = None) -> int:
+    """Rewrite the segments of every GPU, or of `gpu_ids`."""
+    segments = GpuSegment.objects.all()
+    windows = _windows(gpu_ids)
+    if gpu_ids is not None:
+        segments = segments.filter(gpu_id__in=gpu_ids)
+    segments.delete()
     rows = [
         GpuSegment(gpu_id=gpu_id, start=start, end=end, projects=key)
-        for gpu_id, windows in _windows().items()
-        for start, end, key in segments_of(windows)
+        for gpu_id, gpu_windows in windows.items()
+        for start, end, key in segments_of(gpu_windows)
     ]
     GpuSegment.objects.bulk_create(rows, batch_size=BATCH)
     return len(rows)
 
 
-def _days_write(*, start: date | None, end: date | None, threshold: float) -> int:
-    """Rewrite the GpuDay rows of the UTC days [start, end) (None: all) from the hourly rollup:
-    one INSERT ... SELECT joining each GPU-hour to the segment it lies in (a correlated
-    look-up per GPU-hour took 30 s for a year of 10,000 GPUs; the join, a few). Rows are
-    written in the order of their day (and month), so that a range's rows lie together on
-    disk: written in the order the grouping left them, a month's 4,700 GPU-days lay on 774
-    pages of the table."""
+def _days_write(
+    *, start: date | None, end: date | None, threshold: float, gpu_ids: list[int] | None = None
+) -> int:
+    """Rewrite the GpuDay rows of the UTC days [start, end) (None: all), of every GPU or of
+    `gpu_ids`, from the hourly rollup: one INSERT ... SELECT joining each GPU-hour to the
+    segment it lies in (a correlated look-up per GPU-hour took 30 s for a year of 10,000 GPUs;
+    the join, a few). Rows are written in the order of their day (and month), so that a range's
+    rows lie together on disk: written in the order the grouping left them, a month's 4,700
+    GPU-days lay on 774 pages of the table. The model-days of the days written and the months
+    of the GPUs written follow."""
     from .selectors import BAND_LOW_UNTIL, BAND_MODERATE_UNTIL
 
     days = GpuDay.objects.all()
@@ -192,6 +271,22 @@ def _days_write(*, start: date | None, end: date | None, threshold: float) -> in
             adapt(datetime.combine(start, datetime.min.time(), tzinfo=UTC)),
             adapt(datetime.combine(end, datetime.min.time(), tzinfo=UTC)),
         ]
+    if gpu_ids is not None:
+        if not gpu_ids:
+            return 0
+        days = days.filter(gpu_id__in=gpu_ids)
+        where += f" AND h.gpu_id IN ({', '.join(['%s'] * len(gpu_ids))})"
+        params += list(gpu_ids)
+        # Their days: those of their GPU-hours, which a change of registrations leaves as they
+        # were; the model-days of every GPU on those days are summed again.
+        hours = GpuHour.objects.filter(gpu_id__in=gpu_ids, util_samples__gt=0).aggregate(
+            first=Min("hour"), last=Max("hour")
+        )
+        if hours["first"] is None:
+            days.delete()
+            _months_write(start=None, end=None, gpu_ids=gpu_ids)
+            return 0
+        start, end = hours["first"].astimezone(UTC).date(), day_after(hours["last"])
     days.delete()
     low_until = max(threshold, BAND_LOW_UNTIL)
     busy_from = max(low_until, BAND_MODERATE_UNTIL)
@@ -239,19 +334,31 @@ def _days_write(*, start: date | None, end: date | None, threshold: float) -> in
         cursor.execute(sql, [*bands, *params])
         written = cursor.rowcount
         cursor.execute(by_model, model_params)
-    _months_write(start=start, end=end)
+    if gpu_ids is not None:
+        _months_write(start=None, end=None, gpu_ids=gpu_ids)
+    else:
+        _months_write(start=start, end=end)
     return written
 
 
-def _months_write(*, start: date | None, end: date | None) -> None:
-    """Rewrite the GpuMonth rows of every month that [start, end) reaches (None: all) from
-    GpuDay: a day rebuilt rebuilds its whole month (at most 31 days of GpuDay rows)."""
+def _months_write(
+    *, start: date | None, end: date | None, gpu_ids: list[int] | None = None
+) -> None:
+    """Rewrite the GpuMonth rows of every month that [start, end) reaches (None: all), of every
+    GPU or of `gpu_ids`, from GpuDay: a day rebuilt rebuilds its whole month (at most 31 days
+    of GpuDay rows)."""
     months = GpuMonth.objects.all()
-    where, params = "", []
+    conditions, params = [], []
     if start is not None:
         first, stop = month_start(start), next_month_start(end - timedelta(days=1))
         months = months.filter(month__gte=first, month__lt=stop)
-        where, params = "WHERE d.day >= %s AND d.day < %s", [first, stop]
+        conditions.append("d.day >= %s AND d.day < %s")
+        params += [first, stop]
+    if gpu_ids is not None:
+        months = months.filter(gpu_id__in=gpu_ids)
+        conditions.append(f"d.gpu_id IN ({', '.join(['%s'] * len(gpu_ids))})")
+        params += list(gpu_ids)
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     months.delete()
     month = (
         "date_trunc('month', d.day)::date"

@@ -387,6 +387,18 @@ class GpuRollupState(models.Model):
         return "GPU rollup state"
 
 
+class GpuRollupStaleGpu(models.Model):
+    """A GPU whose rows of the daily rollup are out of date: a registration that reaches it was
+    added, removed or moved (the `ownership_changed` port with its resource ids). Written with
+    ON CONFLICT DO NOTHING by any number of writers at once, and deleted by the rebuild that
+    brought the GPU up to date."""
+
+    gpu = models.OneToOneField(Gpu, on_delete=models.CASCADE, primary_key=True, related_name="+")
+
+    def __str__(self) -> str:
+        return f"GPU {self.gpu_id} out of date"
+
+
 class TrafficSource(PolledSource):
     """A deployment's request counter in Prometheus, pulled an hour at a time: `requests_query`
     is a PromQL expression of the requests in the hour before each point, e.g.

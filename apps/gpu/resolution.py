@@ -102,15 +102,23 @@ def hosts_resolved(hosts: Iterable[str]) -> set[str]:
     return {host for host in hosts if host in mapped or (host and host in registered)}
 
 
-def _gpus_by_resource() -> dict[str, list[int]]:
-    """Resource id (and its tail) -> the GPUs that resolve to it."""
+def _gpus_by_resource(*, gpus: Iterable[Gpu] | None = None) -> dict[str, list[int]]:
+    """Resource id (and its tail) -> the GPUs (of `gpus`, or all) that resolve to it."""
     by_resource: dict[str, list[int]] = defaultdict(list)
-    for pk, resolution in gpu_resolutions().items():
+    for pk, resolution in gpu_resolutions(gpus=gpus).items():
         by_resource[resolution.resource_id].append(pk)
         tail = _tail(resolution.resource_id)
         if tail != resolution.resource_id:
             by_resource[tail].append(pk)
     return by_resource
+
+
+def registrations_naming(registrations: QuerySet, ids: set[str]) -> QuerySet:
+    """The registrations whose resource id, or its tail, is one of `ids` (with those ending in
+    `/`, whose tail only Python cuts: the caller matches them as it matches the rest)."""
+    return _with_tail(registrations).filter(
+        Q(resource_id__in=ids) | Q(tail__in=ids) | Q(resource_id__endswith="/")
+    )
 
 
 # -- GPU-hours of many runs and deployments at once ---------------------------------------------

@@ -17,7 +17,17 @@ from apps.accounts.models import Organization
 from apps.billing.services import import_run_create, import_run_execute
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.gpu import daily, selectors, services
-from apps.gpu.models import Gpu, GpuDay, GpuHour, HostMapping
+from apps.gpu.models import (
+    Gpu,
+    GpuDay,
+    GpuHour,
+    GpuModelDay,
+    GpuMonth,
+    GpuRollupStaleGpu,
+    GpuRollupState,
+    GpuSegment,
+    HostMapping,
+)
 from apps.projects.services import resource_uses_replace
 from tests.attribution.conftest import write_bill
 from tests.factories import ExperimentFactory, ProjectFactory
@@ -219,6 +229,77 @@ def test_a_registration_through_the_service_moves_the_fleet_figures(gpu_fleet, s
     summary = _fleet(staff)
     assert _projects(summary) == {"Image ranking": 10.0, "Translation": 3.0}
     assert summary.unattributed.gpu_hours == 15.0 - 10.0 - 3.0
+
+
+def _rollup() -> dict[str, list[tuple]]:
+    """Every row of the fleet's rollups but their ids, sorted."""
+    tables = {
+        "segments": (GpuSegment, ("gpu_id", "start", "end", "projects")),
+        "days": (GpuDay, ("day", "gpu_id", "projects", "gpu_hours", "weighted_util", "band_idle")),
+        "model days": (GpuModelDay, ("day", "model_name", "projects", "gpu_hours", "band_busy")),
+        "months": (GpuMonth, ("month", "gpu_id", "projects", "gpu_hours", "idle_gpu_hours")),
+    }
+    return {
+        name: sorted(model.objects.values_list(*columns), key=str)
+        for name, (model, columns) in tables.items()
+    }
+
+
+def test_a_registration_rebuilds_only_the_gpus_it_reaches_as_a_whole_rebuild_would(
+    gpu_fleet, staff, team, django_capture_on_commit_callbacks
+):
+    """A run registered on one instance marks that instance's GPUs, not the fleet: their rows
+    are rebuilt (by the task after the commit, or by the first page) and come out as a rebuild
+    of everything writes them."""
+    grow(team)
+    daily.days_ensure()
+    run = ExperimentFactory(
+        project=gpu_fleet["other_project"],
+        started_at=at("2026-07-14 11:00"),
+        ended_at=at("2026-07-15 00:00"),
+    )
+    builds = GpuRollupState.objects.get().builds
+
+    with django_capture_on_commit_callbacks() as tasks:
+        resource_uses_replace(uses=run.resources, resource_ids=["i-0aaa"])
+
+    marked = set(GpuRollupStaleGpu.objects.values_list("gpu__uuid", flat=True))
+    assert marked == {"GPU-e1", "GPU-e2"}
+    assert GpuRollupState.objects.get().stale_all is False
+    assert [repr(task) for task in tasks if "gpu_days_rebuild_task" in repr(task)]
+    assert daily.days_ensure() == builds + 1
+    assert not GpuRollupStaleGpu.objects.exists()
+    narrow = _rollup()
+    assert len(narrow["days"]) > 240 * 10
+    # GPU-e1 and GPU-e2 at 11:00 and 12:00 count for the other team's run too.
+    summary = _fleet(staff)
+    assert _projects(summary)["Translation"] == 3.0 + 4.0
+
+    daily.days_mark()
+    daily.days_ensure()
+    assert _rollup() == narrow
+
+
+def test_a_registration_removed_rebuilds_the_gpu_it_named_by_its_host(gpu_fleet, staff, project):
+    """GPU-x1 on host mystery-box resolves to a run's registered `mystery-box` (nothing else
+    names it). When the registration goes, no GPU resolves to that id any more: the GPU is found
+    by its host, rebuilt alone, and its hours are unattributed again."""
+    run = ExperimentFactory(
+        project=project, started_at=at("2026-07-14 00:00"), ended_at=at("2026-07-15 00:00")
+    )
+    resource_uses_replace(uses=run.resources, resource_ids=["mystery-box"])
+    assert _fleet(staff).unattributed.gpu_hours == 15.0 - 10.0 - 3.0
+
+    resource_uses_replace(uses=run.resources, resource_ids=[])
+
+    assert set(GpuRollupStaleGpu.objects.values_list("gpu__uuid", flat=True)) == {"GPU-x1"}
+    summary = _fleet(staff)
+    assert _projects(summary) == {"Image ranking": 7.0, "Translation": 3.0}
+    assert summary.unattributed.gpu_hours == 5.0
+    narrow = _rollup()
+    daily.days_mark()
+    daily.days_ensure()
+    assert _rollup() == narrow
 
 
 def test_a_host_mapping_moves_the_fleet_figures(gpu_fleet, staff):

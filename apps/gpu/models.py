@@ -371,9 +371,10 @@ class GpuMonth(models.Model):
 
 
 class GpuRollupState(models.Model):
-    """One row: what of the daily rollup is out of date. `stale_all`: everything (the
-    registrations, mappings or GPUs' hosts changed, or it was never built); else the UTC days
-    [stale_from, stale_until) when set (new GPU-hours). Cleared by the rebuild, under a lock."""
+    """One row: what of the daily rollup is out of date. `stale_all`: everything (aliases,
+    rules, mappings or GPUs' hosts changed, or it was never built); else the UTC days
+    [stale_from, stale_until) when set (new GPU-hours), and the GPUs of GpuRollupStaleGpu (a
+    registration that reaches them changed). Cleared by the rebuild, under a lock."""
 
     stale_all = models.BooleanField(default=True)
     stale_from = models.DateField(null=True, blank=True)

@@ -19,9 +19,10 @@ change fetches), a GPU's page and the hosts page, through Django's test client i
   finds it done: this is the worse case);
 - after a registration (the fleet pages and a GPU's page): before each of `--cold` requests a
   run of the project registers the instance of one of its GPUs, or drops it again (through the
-  service, as the API does: the `ownership_changed` port marks that instance's GPUs), and the
-  work its commit queued is dropped (the process runs no worker, CELERY_TASK_ALWAYS_EAGER=false):
-  the request rebuilds those GPUs' rows itself, as a page that comes before the task does;
+  service, as the API does: the `ownership_changed` port marks that instance's GPUs and, as
+  they are few, rebuilds their rows before the registration commits), and the work its commit
+  queued is dropped (the process runs no worker, CELERY_TASK_ALWAYS_EAGER=false): the request
+  finds the rollup current and a new build of it, so it computes the page afresh;
 - the rebuild of the whole daily rollup (what a change of a host mapping costs, in a task after
   the commit, or on the first page if it comes first), timed once a run.
 

@@ -49,12 +49,9 @@ def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolutio
         # database and compared with the hosts at once: a `LIKE '%host%'` per host took 14-19
         # ms for a page of 50 over 2,000 registrations, one regular expression of them 45-68.
         hosts = {host for _, host, label in rows if host and not label}
-        naming = Q(tail__in=hosts) | Q(resource_id__in=hosts) | Q(resource_id__endswith="/")
-        experiment_ids = _with_tail(experiment_ids)
-        deployment_ids = _with_tail(deployment_ids)
         mappings = mappings.filter(host__in=hosts)
-        experiment_ids = experiment_ids.filter(naming)
-        deployment_ids = deployment_ids.filter(naming)
+        experiment_ids = registrations_naming(experiment_ids, hosts)
+        deployment_ids = registrations_naming(deployment_ids, hosts)
     mappings = dict(mappings.values_list("host", "resource_id"))
     registered = _registered(experiment_ids, deployment_ids)
     resolved = {}

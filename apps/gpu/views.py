@@ -133,20 +133,18 @@ def _fleet_body(request: HttpRequest, filters: SpendFilters, sort: str, idle_min
     summary = selectors.fleet(**scope, scope=rows, model_gpus=model_gpus)
     # The sort and the page travel with the filters; a new filter starts at the first page.
     keep = filters.query(sort="" if sort == DEFAULT_SORT else sort)
-    here = {
+    charts = fleet_charts(fleet=summary)
+    table = gpus()  # asked for last
+    gpu_link, project_link = link_to("gpu_detail"), link_to("project_detail")
+    return {
         "filters": filters,
         "form": filters.form,
         "bill_freshness": bill_freshness,
         "fleet": summary,
         "sort": sort,
         "sort_query": keep,
-        **fleet_charts(fleet=summary),
+        **charts,
         "idle_dollars": idle_dollars,
-    }
-    table = gpus()  # asked for last
-    gpu_link, project_link = link_to("gpu_detail"), link_to("project_detail")
-    return {
-        **here,
         "gpus": table,
         # Each row with its link, reversed once for the table (costsite/links.py).
         "gpu_rows": [(row, gpu_link(row.gpu.pk)) for row in table.rows],

@@ -197,7 +197,9 @@ def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
         "start": start,
         "end": end,
         "resolution": resolution,
-        "owners": selectors.gpu_owners(gpu=gpu, user=request.user, resolution=resolution),
+        "owners": selectors.gpu_owners(
+            gpu=gpu, user=request.user, start=start, end=end, resolution=resolution
+        ),
         "mig_instances": gpu.mig_instances.all(),
         "can_map": selectors.can_map_hosts(user=request.user),
     }

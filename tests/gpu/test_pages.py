@@ -121,6 +121,85 @@ def test_a_gpu_page_says_how_its_host_joins_the_bill_and_charts_its_hours(gpu_fl
     assert "3 GPU-hours, 40% mean utilisation, 0% of it idle." in page
 
 
+def test_a_gpu_page_lists_the_latest_runs_on_its_resource_in_its_days_and_counts_the_rest(
+    gpu_fleet, project, member, member_client
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.gpu import selectors
+    from tests.factories import ExperimentFactory, ExperimentResourceFactory
+
+    from .helpers import at
+
+    # A sweep of twelve runs on the instance, one a day from 1 July (the last by its ARN), and
+    # one run in June; the fixture's run `train` is on 14 July.
+    for day in range(1, 13):
+        run = ExperimentFactory(
+            project=project,
+            name=f"sweep-{day:02d}",
+            started_at=at(f"2026-07-{day:02d} 00:00"),
+            ended_at=at(f"2026-07-{day:02d} 23:00"),
+        )
+        ExperimentResourceFactory(
+            experiment=run,
+            resource_id="arn:aws:ec2:us-east-1:1:instance/i-0aaa" if day == 12 else "i-0aaa",
+        )
+    june = ExperimentFactory(
+        project=project,
+        name="june-run",
+        started_at=at("2026-06-01 00:00"),
+        ended_at=at("2026-06-02 00:00"),
+    )
+    ExperimentResourceFactory(experiment=june, resource_id="i-0aaa")
+    gpu = Gpu.objects.get(uuid="GPU-e1")
+    url = reverse("gpu_detail", args=[gpu.pk])
+    listed = lambda page: re.findall(r">(train|sweep-\d\d|june-run)</a>", page)  # noqa: E731
+
+    # The default week (8-14 July): all six runs on it, the latest first.
+    week = member_client.get(url).content.decode()
+    assert listed(week) == ["train", "sweep-12", "sweep-11", "sweep-10", "sweep-09", "sweep-08"]
+    assert "in these days; choose fewer days" not in week
+    assert f"<td>{project.name}</td><td>14 Jul 2026 09:30</td><td>14 Jul 2026 12:00</td>" in week
+
+    # Thirty days hold thirteen: the latest ten are listed, and the rest counted.
+    month = member_client.get(url, {"preset": "30d"}).content.decode()
+    assert listed(month) == ["train"] + [f"sweep-{day:02d}" for day in range(12, 3, -1)]
+    assert "The latest 10 of 13 in these days; choose fewer days to see the others." in month
+
+    # A day in June: only the June run; the htmx body carries the list with the chart.
+    june_day = member_client.get(
+        url, {"start": "2026-06-01", "end": "2026-06-01"}, headers={"HX-Request": "true"}
+    ).content.decode()
+    assert listed(june_day) == ["june-run"]
+    nothing = member_client.get(url, {"start": "2026-05-01", "end": "2026-05-02"}).content
+    assert "No run or deployment you can see registered its resource in these days." in (
+        nothing.decode()
+    )
+
+    # Chosen, counted and cut in the database: the same queries for thirteen runs as for one.
+    def queries(start: str) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            selectors.gpu_owners(
+                gpu=gpu,
+                user=member,
+                start=at(start),
+                end=at("2026-07-15 00:00"),
+                resolution=selectors.Resolution("i-0aaa", "registered"),
+            )
+        return len(captured)
+
+    assert queries("2026-06-15 00:00") == queries("2026-07-14 00:00") == 4
+
+
+def test_an_unmapped_gpus_page_says_no_registration_can_name_it(gpu_fleet, staff_client):
+    page = staff_client.get(
+        reverse("gpu_detail", args=[Gpu.objects.get(uuid="GPU-x1").pk])
+    ).content.decode()
+
+    assert "None: its host is not joined to the bill, so no registration can name it." in page
+
+
 def test_metric_sources_are_listed_to_staff_and_leads_and_changed_by_staff_only(
     organization, staff_client, lead_client, member_client
 ):

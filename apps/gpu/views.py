@@ -194,8 +194,10 @@ def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
         "bill_freshness": spend_selectors.bill_freshness(),
         "chart": gpu_hourly_chart(hours=hours, threshold=threshold),
         "usage": selectors.usage_of(gpu.hours.filter(hour__gte=start, hour__lt=end)),
-        "start": start,
-        "end": end,
+        # The days the figures cover, as UTC dates: the template's dates are the organisation's
+        # time, in which a UTC midnight may fall on the day before.
+        "first_day": start.date(),
+        "last_day": (end - timedelta(days=1)).date(),
         "resolution": resolution,
         "owners": selectors.gpu_owners(
             gpu=gpu, user=request.user, start=start, end=end, resolution=resolution

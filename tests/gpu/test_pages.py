@@ -192,6 +192,21 @@ def test_a_gpu_page_lists_the_latest_runs_on_its_resource_in_its_days_and_counts
     assert queries("2026-06-15 00:00") == queries("2026-07-14 00:00") == 4
 
 
+def test_a_gpu_pages_days_are_the_utc_days_of_its_figures_whatever_the_organisations_zone(
+    gpu_fleet, member_client
+):
+    from apps.accounts.models import Organization
+
+    Organization.objects.update(time_zone="America/New_York")
+    page = member_client.get(
+        reverse("gpu_detail", args=[Gpu.objects.get(uuid="GPU-e1").pk])
+    ).content.decode()
+
+    # The default week ends on the day the GPU last reported (14 July); in New York its UTC
+    # midnights fall on the evening before, which the line used to show.
+    assert "8 Jul 2026 – 14 Jul 2026 (UTC days): 3 GPU-hours" in page
+
+
 def test_an_unmapped_gpus_page_says_no_registration_can_name_it(gpu_fleet, staff_client):
     page = staff_client.get(
         reverse("gpu_detail", args=[Gpu.objects.get(uuid="GPU-x1").pk])

@@ -102,48 +102,44 @@ def groups_bands_chart(*, id: str, groups: list[GroupUsage], threshold: float, l
     return chart_from_figure(id=id, figure=figure, label=label)
 
 
-def gpu_hourly_chart(*, hours: list, threshold: float) -> Chart:
-    """One GPU hour by hour: mean and peak utilisation against the idle threshold, and memory."""
+def gpu_usage_chart(*, points: list, threshold: float, by_day: bool = False) -> Chart:
+    """One GPU by hour, or by UTC day over a long period (selectors.gpu_usage_points): mean and
+    peak utilisation against the idle threshold, and memory."""
     empty = "No readings for this GPU in this period."
-    if not hours:
+    if not points:
         return chart_from_figure(id="gpu-hourly", figure=None, empty_message=empty)
     # Hours in the organisation's zone (the request's active one): plotly draws wall-clock times.
-    # The figure is the plain dict Plotly.js reads (apps/spend/charts.py's reason: plotly's
-    # objects validate each point); tests/gpu/test_gpu_hourly_chart.py checks that plotly reads
-    # it back unchanged.
-    x = [timezone.localtime(row.hour).replace(tzinfo=None).isoformat() for row in hours]
+    # Days are the UTC days the page names. The figure is the plain dict Plotly.js reads
+    # (apps/spend/charts.py's reason: plotly's objects validate each point);
+    # tests/gpu/test_gpu_hourly_chart.py checks that plotly reads it back unchanged.
+    if by_day:
+        x = [point.at.isoformat() for point in points]
+        when, of = "%{x|%d %b %Y}", " (the day's hours)"
+    else:
+        x = [timezone.localtime(point.at).replace(tzinfo=None).isoformat() for point in points]
+        when, of = "%{x|%d %b %H:00}", ""
 
     def line(name: str, values: list, style: dict, what: str) -> dict:
         return {
             "type": "scatter",
             "name": name,
             "x": x,
-            "y": values,
+            "y": [None if value is None else round(value, 1) for value in values],
             "mode": "lines",
             "line": style,
-            "hovertemplate": f"%{{x|%d %b %H:00}}: %{{y:.1f}}% {what}<extra></extra>",
+            "hovertemplate": f"{when}: %{{y:.1f}}% {what}{of}<extra></extra>",
         }
 
     data = [
-        line(
-            "Mean utilisation",
-            [None if row.util_mean is None else round(row.util_mean, 1) for row in hours],
-            {"color": "#1f77b4"},
-            "mean",
-        ),
+        line("Mean utilisation", [p.util_mean for p in points], {"color": "#1f77b4"}, "mean"),
         line(
             "Peak utilisation",
-            [None if row.util_max is None else round(row.util_max, 1) for row in hours],
+            [p.util_max for p in points],
             {"color": "#aec7e8", "width": 1},
             "peak",
         ),
     ]
-    memory = [
-        round(100 * row.memory_used_mib / row.memory_total_mib, 1)
-        if row.memory_used_mib is not None and row.memory_total_mib
-        else None
-        for row in hours
-    ]
+    memory = [point.memory_percent for point in points]
     if any(value is not None for value in memory):
         data.append(line("Memory used", memory, {"color": "#9467bd", "dash": "dot"}, "of memory"))
     figure = {
@@ -180,7 +176,10 @@ def gpu_hourly_chart(*, hours: list, threshold: float) -> Chart:
         },
     }
     return chart_from_figure(
-        id="gpu-hourly", figure=figure, empty_message=empty, label="Utilisation by hour"
+        id="gpu-hourly",
+        figure=figure,
+        empty_message=empty,
+        label="Utilisation by day" if by_day else "Utilisation by hour",
     )
 
 

@@ -25,7 +25,7 @@ from costsite.links import link_to
 from costsite.paging import page_asked
 
 from . import selectors, services, tasks
-from .charts import fleet_charts, gpu_hourly_chart
+from .charts import fleet_charts, gpu_usage_chart
 from .daily import days_ensure
 from .forms import HostMappingForm, MetricSourceForm
 from .models import MetricSource
@@ -185,14 +185,16 @@ def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
         else lambda: None
     )
     threshold = float(Organization.get().idle_threshold_percent)
-    hours = selectors.gpu_hours_series(gpu=gpu, start=start, end=end)
+    by_day = end - start > timedelta(days=selectors.HOURLY_UP_TO_DAYS)
+    points = selectors.gpu_usage_points(gpu=gpu, start=start, end=end, by_day=by_day)
     context = {
         "gpu": gpu,
         "filters": filters,
         "form": filters.form,
         # The filters' line says how far the bill has got (spend/_filters.html).
         "bill_freshness": spend_selectors.bill_freshness(),
-        "chart": gpu_hourly_chart(hours=hours, threshold=threshold),
+        "chart": gpu_usage_chart(points=points, threshold=threshold, by_day=by_day),
+        "by_day": by_day,
         "usage": selectors.usage_of(gpu.hours.filter(hour__gte=start, hour__lt=end)),
         # The days the figures cover, as UTC dates: the template's dates are the organisation's
         # time, in which a UTC midnight may fall on the day before.

@@ -207,6 +207,45 @@ def test_a_gpu_pages_days_are_the_utc_days_of_its_figures_whatever_the_organisat
     assert "8 Jul 2026 – 14 Jul 2026 (UTC days): 3 GPU-hours" in page
 
 
+def test_a_gpu_page_charts_hours_up_to_a_month_and_utc_days_past_it(gpu_fleet, load, member_client):
+    from apps.accounts.models import Organization
+
+    Organization.objects.update(time_zone="America/New_York")
+    # Three more hours of GPU-e1, one sample each, with memory; the last is 13 July in UTC, the
+    # evening of the 12th in New York.
+    load(
+        "timestamp, hostname, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB]\n"
+        "2026/07/12 10:00:00.000, i-0aaa, GPU-e1, 20 %, 8192 MiB, 81920 MiB\n"
+        "2026/07/12 11:00:00.000, i-0aaa, GPU-e1, 60 %, 24576 MiB, 81920 MiB\n"
+        "2026/07/13 02:00:00.000, i-0aaa, GPU-e1, 100 %, 40960 MiB, 81920 MiB\n",
+        "nvidia-smi",
+        name="more.csv",
+    )
+    url = reverse("gpu_detail", args=[Gpu.objects.get(uuid="GPU-e1").pk])
+
+    def chart(page: str) -> dict:
+        figure = json.loads(
+            page.split('<script id="gpu-hourly" type="application/json">')[1].split("</script>")[0]
+        )
+        return {trace["name"]: (trace["x"], trace["y"]) for trace in figure["data"]}
+
+    month = member_client.get(url, {"preset": "30d"}).content.decode()
+    assert '<h2 id="hourly-title">By hour</h2>' in month
+    mean_x, mean_y = chart(month)["Mean utilisation"]
+    assert mean_x[0] == "2026-07-12T06:00:00" and len(mean_x) == 6  # New York's wall clock
+    assert mean_y == [20.0, 60.0, 100.0, 10.0, 40.0, 70.0]
+
+    quarter = member_client.get(url, {"preset": "90d"}).content.decode()
+    assert '<h2 id="hourly-title">By day</h2>' in quarter
+    days = ["2026-07-12", "2026-07-13", "2026-07-14"]
+    assert chart(quarter) == {
+        "Mean utilisation": (days, [40.0, 100.0, 40.0]),
+        "Peak utilisation": (days, [60.0, 100.0, 70.0]),
+        "Memory used": (days, [20.0, 50.0, None]),
+    }
+    assert "6 GPU-hours, 50% mean utilisation" in quarter
+
+
 def test_an_unmapped_gpus_page_says_no_registration_can_name_it(gpu_fleet, staff_client):
     page = staff_client.get(
         reverse("gpu_detail", args=[Gpu.objects.get(uuid="GPU-x1").pk])

@@ -6,7 +6,8 @@ Run against a database bench/attribution_org.py filled (10,701 GPUs, 1.09M GPU-h
         python bench/gpu_pages.py --requests 40 --runs 3
 
 The fleet page (every range preset, staff and a team lead, full and the htmx partial a filter
-change fetches), a GPU's page and the hosts page, through Django's test client in this process
+change fetches), a GPU's page (its default week, 30 days by hour, 12 months and all time by
+day) and the hosts page, through Django's test client in this process
 (as bench/attribution_pages.py: Django's and the database's time, no network, no browser).
 
 - warm: `--requests` requests in a row after 3 warm-ups;
@@ -207,9 +208,13 @@ def main() -> None:
             pages.append(
                 (f"fleet 30d by GPU use, page 3 ({who})", f"{fleet}?sort=util&page=3", True, who)
             )
-            pages.append(
-                (f"a GPU's page ({who})", reverse("gpu_detail", args=[busiest]), True, who)
-            )
+            gpu_page = reverse("gpu_detail", args=[busiest])
+            pages.append((f"a GPU's page ({who})", gpu_page, True, who))
+            # Its longest range charted by hour, and two charted by day.
+            for preset in ("30d", "12m", "all"):
+                pages.append(
+                    (f"a GPU's page {preset} ({who})", f"{gpu_page}?preset={preset}", True, who)
+                )
             pages.append((f"hosts page ({who})", reverse("gpu_host_mapping_list"), False, who))
         pages = [page for page in pages if page is pages[0] or args.only in page[0]]
         clients = {"staff": Client(), "lead": Client()}

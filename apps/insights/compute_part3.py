@@ -27,6 +27,7 @@ from apps.spend.selectors import data_as_of
 from .compute import (
     HOURS_TABLE,
     PLACES,
+    RUN_KEY_PREFIX,
     HourFigure,
     SubjectHours,
     _hourly_sql,
@@ -35,6 +36,7 @@ from .compute import (
     _owner_rank,
     _spread_sql,
     _window,
+    run_key,
     run_lines_table,
 )
 from .models import Finding, GpuInstancePrice, InsightsSettings, Kind
@@ -52,13 +54,6 @@ TAG_LOSS_METRIC = "loss_metric"
 TAG_INTERRUPTIONS = "spot_interruptions_per_hour"
 TAG_CHECKPOINT = "checkpoint_interval_hours"
 EVIDENCE_POINTS = 400  # a loss curve drawn with at most this many points
-
-
-RUN_KEY_PREFIX = "run:"
-
-
-def run_key(experiment_id: int) -> str:
-    return f"{RUN_KEY_PREFIX}{experiment_id}"
 
 
 def _line_key(row: dict) -> str:

@@ -14,7 +14,7 @@ from apps.billing.models import CostKind
 from apps.experiments.models import Experiment
 from apps.gpu.models import Gpu, GpuHour
 from apps.insights import compute, services
-from apps.insights.models import Finding, FindingHour, Kind
+from apps.insights.models import Finding, FindingHour, Kind, RecomputeLine
 from tests.factories import ExperimentFactory, ProjectFactory
 
 from .conftest import gpu_hour, line
@@ -258,6 +258,56 @@ def test_the_recompute_s_one_copy_of_the_lines_gives_what_the_line_table_gives(
         monkeypatch.undo()
         assert _snapshot() == shared
         assert len(shared[1]) > 20
+
+
+def test_a_periods_copy_holds_a_failed_runs_whole_life_only_while_it_has_no_finding(
+    awkward, delivery, project, monkeypatch
+):
+    """A period's copy holds a failed run's lines in the period; the rest of its life only
+    while the run has no finding (whose resource is read from its whole life). Either way the
+    findings and hours are those read from the line table."""
+    crashed = Experiment.objects.get(external_id="crashed-1")
+    # Its bucket billed again a week later, outside the period.
+    line(
+        delivery,
+        "2025-03-20 00:00",
+        "2025-03-20 02:00",
+        "4.00",
+        resource="bucket-c",
+        project=project,
+        experiment=crashed,
+        kind=CostKind.STORAGE,
+    )
+    period = {"start": date(2025, 3, 11), "end": date(2025, 3, 12)}
+    copied = []
+    copying = compute.lines_shared
+
+    @contextmanager
+    def counted(**window):
+        with copying(**window):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT count(*) FROM {RecomputeLine._meta.db_table} WHERE experiment_id = %s",
+                    [crashed.pk],
+                )
+                copied.append(cursor.fetchone()[0])
+            yield
+
+    monkeypatch.setattr(compute, "lines_shared", counted)
+    services.findings_recompute(**period)  # no finding yet: its whole life
+    Finding.objects.all().delete()
+    services.findings_recompute()  # every line, its life included
+    services.findings_recompute(**period)  # its finding there: the period's four lines
+    assert copied == [5, 5, 4]
+    failed = Finding.objects.get(kind=Kind.FAILED_RUN)
+    assert failed.wasted == {"EUR": "0.5", "USD": "10"}
+    shared = _snapshot()
+
+    Finding.objects.all().delete()
+    monkeypatch.setattr(compute, "lines_shared", _no_copy)
+    services.findings_recompute()
+    services.findings_recompute(**period)
+    assert _snapshot() == shared
 
 
 @contextmanager

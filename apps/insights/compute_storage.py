@@ -32,10 +32,11 @@ kinds' hours of the same bucket (its line key: the resource id).
 """
 
 from collections import defaultdict
-from datetime import date, timedelta
+from datetime import UTC, date, timedelta
 from decimal import Decimal
 
-from django.db.models import Q, Sum
+from django.db.models import F, Q, Sum, Window
+from django.db.models.functions import DenseRank, TruncDate
 
 from apps.billing.models import CostKind, CostLineItem, DailyStorageCost
 from apps.billing.storage import UNKNOWN, ByteSum, DataClass, UsageClass
@@ -245,6 +246,42 @@ def checkpoints_only_grow_hours(*, start: date | None, end: date | None) -> dict
 # -- storage_of_finished_runs ---------------------------------------------------------------------
 
 
+# The columns that make a group of a run's storage rows (a series gathers one or more).
+LIFE_GROUP = (
+    "experiment_id",
+    "resource_id",
+    "provider_name",
+    "region_id",
+    "usage_class",
+    "billing_currency",
+)
+
+
+def _sums_by_bucket(days) -> dict[int, tuple[dict[str, Decimal], dict[str, Decimal]]]:
+    """Run -> (spend per line key, spend per currency) of these storage days, summed in one
+    grouped read."""
+    sums: dict[int, tuple[dict, dict]] = {}
+    for row in days.values(*LIFE_GROUP).annotate(cost=Sum("effective_cost")).order_by():
+        by_bucket, by_currency = sums.setdefault(
+            row["experiment_id"], (defaultdict(Decimal), defaultdict(Decimal))
+        )
+        by_bucket[bucket_key(row)] += row["cost"]
+        by_currency[row["billing_currency"]] += row["cost"]
+    return sums
+
+
+def _run_series(days) -> dict[int, dict[tuple, Series]]:
+    """Run -> (line key, currency) -> its Series of these storage days, in one grouped read."""
+    grouped: dict[int, dict[tuple, Series]] = defaultdict(lambda: defaultdict(Series))
+    for row in (
+        days.values(*LIFE_GROUP, "day", "project_id", "deployment_id")
+        .annotate(stored=ByteSum("stored_byte_seconds"), cost=Sum("effective_cost"))
+        .order_by()
+    ):
+        grouped[row["experiment_id"]][(bucket_key(row), row["billing_currency"])].add(row)
+    return grouped
+
+
 def storage_of_finished_runs_hours(
     *, start: date | None, end: date | None
 ) -> dict[str, SubjectHours]:
@@ -256,7 +293,7 @@ def storage_of_finished_runs_hours(
     if is_narrowed() and start is not None and end is not None:
         # Only the runs with storage in the period, or with hours of a finding there (storage
         # moved away from the run: its finding is refreshed, from its subject): each subject
-        # reads its run's whole life.
+        # sums its run's whole life.
         finished = finished.filter(
             Q(
                 pk__in=DailyStorageCost.objects.filter(STORAGE, day__gte=start, day__lt=end)
@@ -282,43 +319,43 @@ def storage_of_finished_runs_hours(
         if day_start(first) < moment:
             first += timedelta(days=1)
         since[pk] = first
-    earliest = min(since.values())
-    grouped: dict[int, dict[tuple, Series]] = defaultdict(lambda: defaultdict(Series))
-    for row in (
-        DailyStorageCost.objects.filter(
-            STORAGE, experiment_id__in=list(runs), day__gte=earliest, day__lte=last
-        )
-        .values(
-            "day",
-            "resource_id",
-            "provider_name",
-            "region_id",
-            "usage_class",
-            "billing_currency",
-            "project_id",
-            "experiment_id",
-            "deployment_id",
-        )
-        .annotate(stored=ByteSum("stored_byte_seconds"), cost=Sum("effective_cost"))
-        .order_by()
-    ):
-        if row["day"] < since[row["experiment_id"]]:
-            continue
-        grouped[row["experiment_id"]][(bucket_key(row), row["billing_currency"])].add(row)
+    # Each run's days from its first counted one. A run's finding is its whole life, but only
+    # its sums (per bucket and currency), its last EVIDENCE_DAYS days and the recomputed period's
+    # days are needed: read one by one, three years of every finished run's days were 5-7 s and
+    # most of a month's recompute at that size (bench/three_years.py).
+    # The first counted day in SQL, as `since` has it: the UTC date of the moment grace after
+    # the end, rounded up to a whole day (a microsecond short of a day added, then truncated).
+    first_counted = TruncDate(
+        F("experiment__ended_at") + (grace + timedelta(days=1) - timedelta(microseconds=1)),
+        tzinfo=UTC,
+    )
+    days = DailyStorageCost.objects.filter(
+        STORAGE, experiment_id__in=sorted(runs), day__gte=first_counted, day__lte=last
+    )
+    lives = _sums_by_bucket(days)
+    # The last EVIDENCE_DAYS days of each run's series (of each group of rows a series gathers:
+    # a series' last days are among its groups' last days), and the period's days.
+    evidence = _run_series(
+        days.annotate(
+            latest=Window(DenseRank(), partition_by=list(LIFE_GROUP), order_by=F("day").desc())
+        ).filter(latest__lte=EVIDENCE_DAYS)
+    )
+    in_period = Q()
+    if start is not None:
+        in_period &= Q(day__gte=start)
+    if end is not None:
+        in_period &= Q(day__lt=end)
+    period = _run_series(days.filter(in_period))
     subjects: dict[str, SubjectHours] = {}
-    for pk, buckets in sorted(grouped.items()):
+    for pk, (spend_by_bucket, totals) in sorted(lives.items()):
         run = runs[pk]
         key = run_key(pk)
+        if not any(amount > 0 for amount in totals.values()):
+            continue
         subject = SubjectHours(line_key=key, owner=(run.project_id, run.pk, None))
-        spend_by_bucket: dict[str, Decimal] = defaultdict(Decimal)
-        totals: dict[str, Decimal] = defaultdict(Decimal)
-        held: dict[str, Decimal] = defaultdict(Decimal)
-        days_rows = []
-        for (line_key, currency), series in sorted(buckets.items()):
+        for (line_key, currency), series in sorted(period.get(pk, {}).items()):
             for day in sorted(series.spend):
                 amount = series.spend[day]
-                spend_by_bucket[line_key] += amount
-                totals[currency] += amount
                 _spread_day(
                     subject,
                     day=day,
@@ -329,10 +366,11 @@ def storage_of_finished_runs_hours(
                     owner=series.owner(day),
                     window=(start, end),
                 )
+        held: dict[str, Decimal] = defaultdict(Decimal)
+        days_rows = []
+        for (_line_key, currency), series in sorted(evidence[pk].items()):
             held[currency] += series.bytes.get(max(series.bytes), ZERO) if series.bytes else ZERO
             days_rows.extend(_days_evidence(series, dict(series.spend), currency))
-        if not any(amount > 0 for amount in totals.values()):
-            continue
         subject.resource_id = max(spend_by_bucket, key=lambda b: (spend_by_bucket[b], b))
         merged: dict[tuple, list] = {}
         for day, currency, stored, spend, wasted in days_rows:

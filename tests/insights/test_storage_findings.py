@@ -591,3 +591,40 @@ def test_a_narrowed_recompute_refreshes_a_run_whose_storage_left_the_period(deli
     narrowed = finding_rows()
     findings_recompute()
     assert finding_rows() == narrowed
+
+
+def test_a_finished_runs_finding_sums_its_whole_life_and_shows_its_last_120_days(delivery, project):
+    """Its totals are its whole life since the grace, its evidence the last 120 days with
+    storage (of every bucket), and a narrowed recompute of one day leaves what a whole one
+    gives (the days before the evidence's are read only as sums)."""
+    run = ExperimentFactory(
+        project=project,
+        name="archive",
+        status=Experiment.Status.SUCCEEDED,
+        started_at=at("2024-08-01 00:00"),
+        ended_at=at("2024-09-01 12:00"),
+    )
+    # From 10 September (six days before the grace ends: not counted), 150 days of 100 GiB at
+    # USD 1.00; and 20 days of a second bucket from 16 September, at USD 0.50 under two owners.
+    for day in days("2024-09-10", 150):
+        stored(delivery, day, 100, "1.00", bucket="long-ckpt", project=project, experiment=run)
+    for day in days("2024-09-16", 20):
+        for owner in (project, None):
+            stored(delivery, day, 25, "0.25", bucket="early-ckpt", project=owner, experiment=run)
+    findings_recompute()
+
+    finding = only(Kind.STORAGE_OF_FINISHED_RUNS)
+    assert finding.wasted == {"USD": "154"}  # 144 days of 1.00 and 20 of 0.50
+    assert finding.resource_id == "long-ckpt"
+    assert finding.reason.endswith("USD 154.00 since 2024-09-16")
+    assert finding.evidence["buckets"] == [
+        {"bucket": "long-ckpt", "spend": "144"},
+        {"bucket": "early-ckpt", "spend": "10"},
+    ]
+    shown = finding.evidence["storage_days"]
+    assert len(shown) == 120
+    assert shown[0][:2] == ["2024-10-10", "USD"] and shown[-1][:2] == ["2025-02-06", "USD"]
+    assert shown[-1][3:] == ["1", "1"]  # spend and wasted of the last day
+    whole = finding_rows()
+    findings_recompute(start=date(2025, 1, 20), end=date(2025, 1, 21))
+    assert finding_rows()[0][2:] == whole[0][2:]

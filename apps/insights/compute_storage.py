@@ -366,10 +366,15 @@ def storage_of_finished_runs_hours(
                     owner=series.owner(day),
                     window=(start, end),
                 )
+        # What it still stores: its buckets' bytes on its latest day with storage (a bucket
+        # emptied months before counted with its own last day).
+        latest = max(
+            (max(series.bytes) for series in evidence[pk].values() if series.bytes), default=None
+        )
         held: dict[str, Decimal] = defaultdict(Decimal)
         days_rows = []
         for (_line_key, currency), series in sorted(evidence[pk].items()):
-            held[currency] += series.bytes.get(max(series.bytes), ZERO) if series.bytes else ZERO
+            held[currency] += series.bytes.get(latest, ZERO)
             days_rows.extend(_days_evidence(series, dict(series.spend), currency))
         subject.resource_id = max(spend_by_bucket, key=lambda b: (spend_by_bucket[b], b))
         merged: dict[tuple, list] = {}

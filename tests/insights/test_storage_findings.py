@@ -595,8 +595,9 @@ def test_a_narrowed_recompute_refreshes_a_run_whose_storage_left_the_period(deli
 
 def test_a_finished_runs_finding_sums_its_whole_life_and_shows_its_last_120_days(delivery, project):
     """Its totals are its whole life since the grace, its evidence the last 120 days with
-    storage (of every bucket), and a narrowed recompute of one day leaves what a whole one
-    gives (the days before the evidence's are read only as sums)."""
+    storage (of every bucket), what it still stores that of its latest day, and a narrowed
+    recompute of one day leaves what a whole one gives (the days before the evidence's are read
+    only as sums)."""
     run = ExperimentFactory(
         project=project,
         name="archive",
@@ -616,7 +617,11 @@ def test_a_finished_runs_finding_sums_its_whole_life_and_shows_its_last_120_days
     finding = only(Kind.STORAGE_OF_FINISHED_RUNS)
     assert finding.wasted == {"USD": "154"}  # 144 days of 1.00 and 20 of 0.50
     assert finding.resource_id == "long-ckpt"
-    assert finding.reason.endswith("USD 154.00 since 2024-09-16")
+    # Still stored: the long bucket's 100 GiB on the latest day, not the early one's last 50.
+    assert finding.reason == (
+        "Run archive succeeded on 2024-09-01: 100 GiB still stored 14 days on, "
+        "USD 154.00 since 2024-09-16"
+    )
     assert finding.evidence["buckets"] == [
         {"bucket": "long-ckpt", "spend": "144"},
         {"bucket": "early-ckpt", "spend": "10"},

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from costsite.charts import Chart, chart_from_figure
 
-from .selectors import BAND_COLOURS, BANDS, Fleet, GroupUsage, band_labels
+from .selectors import BAND_COLOURS, BANDS, Fleet, GroupUsage, UsagePoint, band_labels
 
 # Longer ranges are drawn by month, as the spend pages' charts draw them.
 DAILY_UNTIL_DAYS = 92
@@ -102,12 +102,36 @@ def groups_bands_chart(*, id: str, groups: list[GroupUsage], threshold: float, l
     return chart_from_figure(id=id, figure=figure, label=label)
 
 
-def gpu_usage_chart(*, points: list, threshold: float, by_day: bool = False) -> Chart:
+def _with_gaps(points: list, *, period: tuple, by_day: bool) -> list:
+    """Every hour (or UTC day) of [start, end): the point read there, else an empty one."""
+    start, end = period
+    read = {point.at: point for point in points}
+    if by_day:
+        first, last = start.date(), (end - timedelta(days=1)).date()
+        moments = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+    else:
+        hours = int((end - start) / timedelta(hours=1))
+        moments = [start + timedelta(hours=n) for n in range(hours)]
+    return [read.get(at) or UsagePoint(at, None, None, None) for at in moments]
+
+
+def gpu_usage_chart(
+    *, points: list, threshold: float, by_day: bool = False, period: tuple | None = None
+) -> Chart:
     """One GPU by hour, or by UTC day over a long period (selectors.gpu_usage_points): mean and
-    peak utilisation against the idle threshold, and memory."""
+    peak utilisation against the idle threshold, and memory. With `period` (its UTC start and
+    end), the hours or days with no reading are gaps in the lines, not a line drawn across
+    them as if the GPU had run between two runs; by day, or where fewer than half the hours
+    have a reading, each reading is also a dot, so that one between two gaps shows."""
     empty = "No readings for this GPU in this period."
     if not points:
         return chart_from_figure(id="gpu-hourly", figure=None, empty_message=empty)
+    read = len(points)
+    if period is not None:
+        points = _with_gaps(points, period=period, by_day=by_day)
+    # A dot for each reading by day, or where readings are sparse (a run of two hours in a
+    # month is otherwise a speck of line).
+    dotted = by_day or 2 * read < len(points)
     # Hours in the organisation's zone (the request's active one): plotly draws wall-clock times.
     # Days are the UTC days the page names. The figure is the plain dict Plotly.js reads
     # (apps/spend/charts.py's reason: plotly's objects validate each point);
@@ -125,8 +149,9 @@ def gpu_usage_chart(*, points: list, threshold: float, by_day: bool = False) -> 
             "name": name,
             "x": x,
             "y": [None if value is None else round(value, 1) for value in values],
-            "mode": "lines",
+            "mode": "lines+markers" if dotted else "lines",
             "line": style,
+            **({"marker": {"size": 4, "color": style["color"]}} if dotted else {}),
             "hovertemplate": f"{when}: %{{y:.1f}}% {what}{of}<extra></extra>",
         }
 

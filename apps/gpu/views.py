@@ -193,7 +193,9 @@ def gpu_detail(request: HttpRequest, gpu_pk: int) -> HttpResponse:
         "form": filters.form,
         # The filters' line says how far the bill has got (spend/_filters.html).
         "bill_freshness": spend_selectors.bill_freshness(),
-        "chart": gpu_usage_chart(points=points, threshold=threshold, by_day=by_day),
+        "chart": gpu_usage_chart(
+            points=points, threshold=threshold, by_day=by_day, period=(start, end)
+        ),
         "by_day": by_day,
         "usage": selectors.usage_of(gpu.hours.filter(hour__gte=start, hour__lt=end)),
         # The days the figures cover, as UTC dates: the template's dates are the organisation's

@@ -84,5 +84,29 @@ def test_by_day_the_points_are_the_utc_days_named_as_dates():
         "%{x|%d %b %Y}: %{y:.1f}% mean (the day's hours)<extra></extra>"
     )
     assert chart.label == "Utilisation by day"
+    assert (mean["mode"], mean["marker"]) == ("lines+markers", {"size": 4, "color": "#1f77b4"})
     read_back = _figure_json(go.Figure(chart.figure))
     assert json.dumps(read_back, sort_keys=True) == json.dumps(chart.figure, sort_keys=True)
+
+
+def test_hours_are_dotted_only_where_readings_are_sparse():
+    """Over a period, the hours with no reading are gaps; the lines carry dots where fewer than
+    half the hours have a reading."""
+    start = FIRST.replace(hour=0)
+    week = (start, start + timedelta(days=1))
+    sparse = gpu_usage_chart(points=_hours((4.25, 30.0, None)), threshold=7.5, period=week)
+    dense = gpu_usage_chart(
+        points=[
+            UsagePoint(
+                at=start + timedelta(hours=n), util_mean=50.0, util_max=60.0, memory_percent=None
+            )
+            for n in range(13)
+        ],
+        threshold=7.5,
+        period=week,
+    )
+
+    mean = sparse.figure["data"][0]
+    assert (len(mean["x"]), mean["y"][22], mean["y"][:22]) == (24, 4.2, [None] * 22)
+    assert mean["mode"] == "lines+markers"
+    assert {trace["mode"] for trace in dense.figure["data"]} == {"lines"}

@@ -223,25 +223,53 @@ def test_a_gpu_page_charts_hours_up_to_a_month_and_utc_days_past_it(gpu_fleet, l
     )
     url = reverse("gpu_detail", args=[Gpu.objects.get(uuid="GPU-e1").pk])
 
-    def chart(page: str) -> dict:
-        figure = json.loads(
+    def figure(page: str) -> dict:
+        return json.loads(
             page.split('<script id="gpu-hourly" type="application/json">')[1].split("</script>")[0]
         )
-        return {trace["name"]: (trace["x"], trace["y"]) for trace in figure["data"]}
+
+    def chart(page: str) -> dict:
+        return {trace["name"]: (trace["x"], trace["y"]) for trace in figure(page)["data"]}
+
+    def chart_modes(page: str) -> set:
+        return {trace["mode"] for trace in figure(page)["data"]}
 
     month = member_client.get(url, {"preset": "30d"}).content.decode()
     assert '<h2 id="hourly-title">By hour</h2>' in month
+    # Every hour of 15 June to 14 July (UTC), on New York's wall clock; the hours with no
+    # reading are gaps.
     mean_x, mean_y = chart(month)["Mean utilisation"]
-    assert mean_x[0] == "2026-07-12T06:00:00" and len(mean_x) == 6  # New York's wall clock
-    assert mean_y == [20.0, 60.0, 100.0, 10.0, 40.0, 70.0]
+    assert (len(mean_x), mean_x[0], mean_x[-1]) == (
+        720,
+        "2026-06-14T20:00:00",
+        "2026-07-14T19:00:00",
+    )
+    assert chart_modes(month) == {"lines+markers"}  # six readings in 720 hours: dots too
+    read = {x: y for x, y in zip(mean_x, mean_y, strict=True) if y is not None}
+    assert read == {
+        "2026-07-12T06:00:00": 20.0,
+        "2026-07-12T07:00:00": 60.0,
+        "2026-07-12T22:00:00": 100.0,
+        "2026-07-14T06:00:00": 10.0,
+        "2026-07-14T07:00:00": 40.0,
+        "2026-07-14T08:00:00": 70.0,
+    }
 
     quarter = member_client.get(url, {"preset": "90d"}).content.decode()
     assert '<h2 id="hourly-title">By day</h2>' in quarter
-    days = ["2026-07-12", "2026-07-13", "2026-07-14"]
-    assert chart(quarter) == {
-        "Mean utilisation": (days, [40.0, 100.0, 40.0]),
-        "Peak utilisation": (days, [60.0, 100.0, 70.0]),
-        "Memory used": (days, [20.0, 50.0, None]),
+    # Every UTC day of 16 April to 14 July, a dot each; the days with no reading are gaps.
+    traces = chart(quarter)
+    days = traces["Mean utilisation"][0]
+    assert (len(days), days[0], days[-3:]) == (
+        90,
+        "2026-04-16",
+        ["2026-07-12", "2026-07-13", "2026-07-14"],
+    )
+    gaps = [None] * 87
+    assert {name: y for name, (_x, y) in traces.items()} == {
+        "Mean utilisation": gaps + [40.0, 100.0, 40.0],
+        "Peak utilisation": gaps + [60.0, 100.0, 70.0],
+        "Memory used": gaps + [20.0, 50.0, None],
     }
     assert "6 GPU-hours, 50% mean utilisation" in quarter
 

@@ -26,13 +26,14 @@ from django.db.models import (
     F,
     FloatField,
     Max,
+    Min,
     Q,
     QuerySet,
     Sum,
     Value,
     When,
 )
-from django.db.models import Window as Over
+from django.db.models import Window as SqlWindow
 from django.db.models.functions import Coalesce, TruncDate
 from django.http import Http404
 
@@ -52,6 +53,7 @@ from .resolution import (
     Resolution,
     _gpus_by_resource,
     _tail,
+    _with_tail,
     gpu_hours_by_owner,  # noqa: F401 (a selector of this module's: spend reads it from here)
     gpu_resolutions,
     hosts_resolved,
@@ -875,47 +877,73 @@ def gpu_owners(
     if resolution is None:
         return Owners(shown=[], total=0)
     keys = {resolution.resource_id, _tail(resolution.resource_id)}
-    # The registrations naming this resource: its id or its tail, an ARN ending in either, and
-    # an id ending in `/` whose tail is one of them (`_tail` strips the slash).
-    naming = Q(resource_id__in=keys)
+    # The registrations naming this resource: its id, or an id whose tail is one of these (an
+    # ARN ending in it), compared whole on both databases; and an id ending in `/`, whose tail
+    # only `_tail` cuts.
+    naming = Q(resource_id__in=keys) | Q(tail__in=keys)
     for key in keys:
-        naming |= Q(resource_id__endswith=f"/{key}") | Q(resource_id__endswith=f"/{key}/")
-        naming |= Q(resource_id=f"{key}/")
+        naming |= Q(resource_id=f"{key}/") | Q(resource_id__endswith=f"/{key}/")
     projects = projects_visible_to(user=user)
-    owners, total = [], 0
-    for kind, registrations, owner in (
-        ("experiment", ExperimentResource.objects, "experiment"),
-        ("deployment", DeploymentResource.objects, "deployment"),
+    listed, total = [], 0
+    for kind, registrations in (
+        ("experiment", ExperimentResource.objects),
+        ("deployment", DeploymentResource.objects),
     ):
         uses = (
-            registrations.filter(naming, **{f"{owner}__project__in": projects})
+            _with_tail(registrations.filter(**{f"{kind}__project__in": projects}))
+            .filter(naming)
             .annotate(
-                window_start=Coalesce("started_at", f"{owner}__started_at"),
-                window_end=Coalesce("ended_at", f"{owner}__ended_at"),
+                window_start=Coalesce("started_at", f"{kind}__started_at"),
+                window_end=Coalesce("ended_at", f"{kind}__ended_at"),
             )
             .filter(Q(window_start__isnull=True) | Q(window_start__lt=end))
             .filter(Q(window_end__isnull=True) | Q(window_end__gt=start))
         )
-        # Each row carries how many there are in all: a count over the rows before the limit.
+        # One row per run or deployment (registered under an id and its ARN, or in several
+        # windows): from its first window's start to its last one's end, an open end staying
+        # open; each row carries how many there are, counted over the rows before the limit.
         rows = list(
-            uses.annotate(count=Over(Count("pk")))
-            .order_by(F("window_start").desc(nulls_last=True), "-pk")
+            uses.values(f"{kind}_id", f"{kind}__name", f"{kind}__project__name")
+            .annotate(
+                first=Min("window_start"),
+                latest=Max("window_start"),
+                last=Max("window_end"),
+                open_start=Count("pk", filter=Q(window_start__isnull=True)),
+                open_end=Count("pk", filter=Q(window_end__isnull=True)),
+                count=SqlWindow(Count("*")),
+            )
+            .order_by(F("latest").desc(nulls_last=True), f"-{kind}_id")
             .values_list(
-                f"{owner}_id",
-                f"{owner}__name",
-                f"{owner}__project__name",
-                "window_start",
-                "window_end",
+                f"{kind}_id",
+                f"{kind}__name",
+                f"{kind}__project__name",
+                "first",
+                "latest",
+                "last",
+                "open_start",
+                "open_end",
                 "count",
             )[:limit]
         )
         total += rows[0][-1] if rows else 0
-        owners += [
-            Owner(kind=kind, pk=pk, name=name, project=project, start=first, end=last)
-            for pk, name, project, first, last, _ in rows
+        listed += [
+            (
+                latest,
+                Owner(
+                    kind=kind,
+                    pk=pk,
+                    name=name,
+                    project=project,
+                    start=None if open_start else first,
+                    end=None if open_end else last,
+                ),
+            )
+            for pk, name, project, first, latest, last, open_start, open_end, _ in rows
         ]
+    # The two kinds together, the latest start first (as each was cut), an open start last.
     earliest = datetime.min.replace(tzinfo=UTC)
-    owners.sort(key=lambda owner: owner.start or earliest, reverse=True)
+    listed.sort(key=lambda pair: pair[0] or earliest, reverse=True)
+    owners = [owner for _, owner in listed]
     return Owners(shown=owners[:limit], total=total)
 
 

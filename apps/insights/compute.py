@@ -94,6 +94,17 @@ def run_key(experiment_id: int) -> str:
     return f"{RUN_KEY_PREFIX}{experiment_id}"
 
 
+def failed_runs_without_finding(runs: list[int]) -> list[int]:
+    """Of these failed runs, those with no failed_run finding yet: a new finding's resource is
+    read from its run's whole life, which lines_shared copies for these only."""
+    found = set(
+        Finding.objects.filter(
+            kind=Kind.FAILED_RUN, subject_key__in=[run_key(pk) for pk in runs]
+        ).values_list("subject_key", flat=True)
+    )
+    return [pk for pk in runs if run_key(pk) not in found]
+
+
 @contextmanager
 def lines_shared(
     *, start: date | None, end: date | None, reach: timedelta = timedelta(0)
@@ -124,14 +135,14 @@ def lines_shared(
     table, columns = RecomputeLine._meta.db_table, ", ".join(SHARED_COLUMNS)
     lines = CostLineItem._meta.db_table
     bounded = low is not None and high is not None
-    period, period_params = ["TRUE"], []
+    bounds, period_params = ["TRUE"], []
     if low is not None:
-        period.append("charge_period_end > %s")
+        bounds.append("charge_period_end > %s")
         period_params.append(low)
     if high is not None:
-        period.append("charge_period_start < %s")
+        bounds.append("charge_period_start < %s")
         period_params.append(high)
-    period = " AND ".join(period)
+    period = " AND ".join(bounds)
     kinds, runs_of = "cost_kind = %s OR project_id IS NULL", "experiment_id = ANY(%s::bigint[])"
     if bounded:
         # The period's lines only, which its BRIN index of charge periods finds.
@@ -162,12 +173,7 @@ def lines_shared(
                 [failed],
             )
             reached = sorted(run for (run,) in cursor.fetchall())
-            found = set(
-                Finding.objects.filter(
-                    kind=Kind.FAILED_RUN, subject_key__in=[run_key(pk) for pk in reached]
-                ).values_list("subject_key", flat=True)
-            )
-            runs = [pk for pk in reached if run_key(pk) not in found]
+            runs = failed_runs_without_finding(reached)
             if runs:
                 cursor.execute(
                     f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {lines}"

@@ -36,10 +36,11 @@ from .compute import (
     _owner_rank,
     _spread_sql,
     _window,
+    failed_runs_without_finding,
     run_key,
     run_lines_table,
 )
-from .models import Finding, GpuInstancePrice, InsightsSettings, Kind
+from .models import GpuInstancePrice, InsightsSettings, Kind
 
 LEVER_DAYS = 30
 # A region counts as cheaper only by at least 1% of the price: the catalogue's transcribed prices
@@ -174,12 +175,7 @@ def failed_run_sql(cursor, *, start: date | None, end: date | None) -> dict[str,
     }
     # The resource names a new finding only (an existing one keeps its own): read for the runs
     # with no finding yet, none on the nightly recompute.
-    found = set(
-        Finding.objects.filter(
-            kind=Kind.FAILED_RUN, subject_key__in=[run_key(pk) for pk in ids]
-        ).values_list("subject_key", flat=True)
-    )
-    new = [pk for pk in ids if run_key(pk) not in found]
+    new = failed_runs_without_finding(ids)
     main, main_params = "(SELECT NULL::text AS subject, NULL::text AS resource_id)", []
     if new:
         main = f"""(

@@ -366,15 +366,16 @@ def storage_of_finished_runs_hours(
                     owner=series.owner(day),
                     window=(start, end),
                 )
-        # What it still stores: its buckets' bytes on its latest day with storage (a bucket
-        # emptied months before counted with its own last day).
-        latest = max(
-            (max(series.bytes) for series in evidence[pk].values() if series.bytes), default=None
-        )
+        # What it still stores: its buckets' bytes on its latest day with storage, per currency
+        # (a bucket emptied months before counted with its own last day).
+        latest: dict[str, date] = {}
+        for (_line_key, currency), series in evidence[pk].items():
+            if series.bytes:
+                latest[currency] = max(latest.get(currency, date.min), max(series.bytes))
         held: dict[str, Decimal] = defaultdict(Decimal)
         days_rows = []
         for (_line_key, currency), series in sorted(evidence[pk].items()):
-            held[currency] += series.bytes.get(latest, ZERO)
+            held[currency] += series.bytes.get(latest.get(currency), ZERO)
             days_rows.extend(_days_evidence(series, dict(series.spend), currency))
         subject.resource_id = max(spend_by_bucket, key=lambda b: (spend_by_bucket[b], b))
         merged: dict[tuple, list] = {}
@@ -384,16 +385,15 @@ def storage_of_finished_runs_hours(
             row[3] += Decimal(spend)
             row[4] += Decimal(wasted)
         currency = max(totals, key=lambda c: (totals[c], c))
+        # The ten that cost most, ties by name (the sums come in the database's order).
+        costliest = sorted(spend_by_bucket.items(), key=lambda item: (-item[1], item[0]))[:10]
         subject.evidence = {
             "run": run.name,
             "run_status": run.status,
             "ended_at": run.ended_at.isoformat(),
             "grace_days": grace.days,
             "since": since[pk].isoformat(),
-            "buckets": [
-                {"bucket": bucket, "spend": _text(amount)}
-                for bucket, amount in sorted(spend_by_bucket.items(), key=lambda i: -i[1])[:10]
-            ],
+            "buckets": [{"bucket": bucket, "spend": _text(amount)} for bucket, amount in costliest],
             "storage_days": [
                 [row[0], row[1], _text(row[2]), _text(row[3]), _text(row[4])]
                 for _key, row in sorted(merged.items())

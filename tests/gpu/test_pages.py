@@ -145,6 +145,10 @@ def test_a_gpu_page_lists_the_latest_runs_on_its_resource_in_its_days_and_counts
             experiment=run,
             resource_id="arn:aws:ec2:us-east-1:1:instance/i-0aaa" if day == 12 else "i-0aaa",
         )
+        if day == 11:  # registered under the ARN too: one run, listed and counted once
+            ExperimentResourceFactory(
+                experiment=run, resource_id="arn:aws:ec2:us-east-1:1:instance/i-0aaa"
+            )
     june = ExperimentFactory(
         project=project,
         name="june-run",
@@ -160,7 +164,8 @@ def test_a_gpu_page_lists_the_latest_runs_on_its_resource_in_its_days_and_counts
     week = member_client.get(url).content.decode()
     assert listed(week) == ["train", "sweep-12", "sweep-11", "sweep-10", "sweep-09", "sweep-08"]
     assert "in these days; choose fewer days" not in week
-    assert f"<td>{project.name}</td><td>14 Jul 2026 09:30</td><td>14 Jul 2026 12:00</td>" in week
+    times = "<td>14 Jul 2026 09:30 UTC</td><td>14 Jul 2026 12:00 UTC</td>"
+    assert f"<td>{project.name}</td>{times}" in week
 
     # Thirty days hold thirteen: the latest ten are listed, and the rest counted.
     month = member_client.get(url, {"preset": "30d"}).content.decode()

@@ -295,19 +295,23 @@ def test_a_periods_copy_holds_a_failed_runs_whole_life_only_while_it_has_no_find
 
     monkeypatch.setattr(compute, "lines_shared", counted)
     services.findings_recompute(**period)  # no finding yet: its whole life
+    created = _snapshot()
     Finding.objects.all().delete()
     services.findings_recompute()  # every line, its life included
     services.findings_recompute(**period)  # its finding there: the period's four lines
     assert copied == [5, 5, 4]
     failed = Finding.objects.get(kind=Kind.FAILED_RUN)
     assert failed.wasted == {"EUR": "0.5", "USD": "10"}
-    shared = _snapshot()
+    refreshed = _snapshot()
 
     Finding.objects.all().delete()
     monkeypatch.setattr(compute, "lines_shared", _no_copy)
+    services.findings_recompute(**period)
+    assert _snapshot() == created
+    Finding.objects.all().delete()
     services.findings_recompute()
     services.findings_recompute(**period)
-    assert _snapshot() == shared
+    assert _snapshot() == refreshed
 
 
 @contextmanager

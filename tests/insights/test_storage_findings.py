@@ -633,3 +633,17 @@ def test_a_finished_runs_finding_sums_its_whole_life_and_shows_its_last_120_days
     whole = finding_rows()
     findings_recompute(start=date(2025, 1, 20), end=date(2025, 1, 21))
     assert finding_rows()[0][2:] == whole[0][2:]
+
+
+def test_a_runs_storage_counts_from_the_day_its_grace_ends_at_midnight(delivery, project):
+    """Ended at 00:00, 14 days of grace end at midnight: that day is the first counted, both
+    where the finding's sums are read (in SQL) and where its reason names it."""
+    run = finished_with_checkpoints(
+        delivery, project, "midnight", ended="2025-01-18 00:00", days_stored=10
+    )
+    assert run.ended_at + timedelta(days=14) == at("2025-02-01 00:00")
+    findings_recompute()
+
+    finding = only(Kind.STORAGE_OF_FINISHED_RUNS)
+    assert finding.wasted == {"USD": "10"}  # 1 to 10 February, each 1.00
+    assert finding.reason.endswith("USD 10.00 since 2025-02-01")

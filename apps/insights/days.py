@@ -21,6 +21,8 @@ from .models import (
     NOT_WASTE_KINDS,
     Finding,
     FindingDay,
+    FindingDayHours,
+    FindingDayOwner,
     FindingHour,
     FindingMonth,
     FindingShareDay,
@@ -43,30 +45,24 @@ REBUILD_LOCK = 0x66696E64  # "find"
 
 
 def day_rollup_rebuild(
-    *, start: date | None, end: date | None, months: bool = True
+    *, start: date | None, end: date | None, months: bool = True, lives: bool = True
 ) -> dict[str, int]:
     """The rollup of the UTC days `[start, end)` (None: unbounded) made again from the hours,
     and of the months they fall in (unless `months` is false: migration 0010, before their
-    table), in a transaction (the caller's, when it has one) that holds the rebuild lock to its
-    end. Returns how many rows of each table were written."""
+    table), and the days the refresh reads of a finding's life (unless `lives` is false:
+    migrations before their tables), in a transaction (the caller's, when it has one) that
+    holds the rebuild lock to its end. Returns how many rows of each table were written."""
     if not day_rollup_used():
         return {"days": 0, "shared_hours": 0, "share_days": 0, "months": 0}
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REBUILD_LOCK])
-        return _rebuild(start=start, end=end, months=months)
+        return _rebuild(start=start, end=end, months=months, lives=lives)
 
 
-def _rebuild(*, start: date | None, end: date | None, months: bool) -> dict[str, int]:
-    tables = {
-        "hours": FindingHour._meta.db_table,
-        "findings": Finding._meta.db_table,
-        "days": FindingDay._meta.db_table,
-        "groups": FindingShareGroup._meta.db_table,
-        "members": FindingShareMember._meta.db_table,
-        "share_days": FindingShareDay._meta.db_table,
-        "shared": FindingSharedHour._meta.db_table,
-    }
+def _windows(start: date | None, end: date | None) -> tuple[str, list, str, list]:
+    """The SQL conditions (and their parameters) of the hours, and of the days, of `[start,
+    end)`: each a string of "AND ..." to follow a WHERE."""
     hour_window, day_window, params, day_params = "", "", [], []
     if start is not None:
         hour_window += " AND hour >= %s"
@@ -78,6 +74,20 @@ def _rebuild(*, start: date | None, end: date | None, months: bool) -> dict[str,
         day_window += " AND day < %s"
         params.append(day_start(end))
         day_params.append(end)
+    return hour_window, params, day_window, day_params
+
+
+def _rebuild(*, start: date | None, end: date | None, months: bool, lives: bool) -> dict[str, int]:
+    tables = {
+        "hours": FindingHour._meta.db_table,
+        "findings": Finding._meta.db_table,
+        "days": FindingDay._meta.db_table,
+        "groups": FindingShareGroup._meta.db_table,
+        "members": FindingShareMember._meta.db_table,
+        "share_days": FindingShareDay._meta.db_table,
+        "shared": FindingSharedHour._meta.db_table,
+    }
+    hour_window, params, day_window, day_params = _windows(start, end)
     not_waste = list(NOT_WASTE_KINDS)
     written = {}
     with connection.cursor() as cursor:
@@ -182,6 +192,8 @@ def _rebuild(*, start: date | None, end: date | None, months: bool) -> dict[str,
         written["days"] = cursor.rowcount
         if months:
             written["months"] = _months_rebuild(cursor, start=start, end=end)
+        if lives:
+            written.update(lives_rebuild(cursor, start=start, end=end))
         cursor.execute(f"DROP TABLE {SHARED}")
         # Groups no day names any more (their findings no longer share an hour) go.
         orphans = f"""SELECT grouped.id FROM {tables["groups"]} AS grouped
@@ -216,6 +228,50 @@ def _months_rebuild(cursor, *, start: date | None, end: date | None) -> int:
         params,
     )
     return cursor.rowcount
+
+
+def lives_rebuild(cursor, *, start: date | None, end: date | None) -> dict[str, int]:
+    """FindingDayHours and FindingDayOwner of the UTC days `[start, end)`, from the hours: each
+    hour's rows summed first (hashed; a count of distinct hours per day sorted them all)."""
+    hour_window, params, day_window, day_params = _windows(start, end)
+    hours = FindingHour._meta.db_table
+    lives, owners = FindingDayHours._meta.db_table, FindingDayOwner._meta.db_table
+    for table in (lives, owners):
+        cursor.execute(f"DELETE FROM {table} WHERE true{day_window}", day_params)
+    cursor.execute(
+        f"""
+        INSERT INTO {lives} (finding_id, day, currency, measured, hours, spend, wasted,
+                             first_wasted, last_wasted)
+        SELECT finding_id, (hour AT TIME ZONE 'UTC')::date, currency, measured, count(*),
+               sum(spend), sum(wasted), min(hour) FILTER (WHERE waste),
+               max(hour) FILTER (WHERE waste)
+        FROM (
+            SELECT finding_id, hour, currency, measured, sum(spend) AS spend,
+                   sum(wasted) AS wasted, bool_or(wasted > 0) AS waste
+            FROM {hours}
+            WHERE true{hour_window}
+            GROUP BY 1, 2, 3, 4
+        ) AS hourly
+        GROUP BY 1, 2, 3, 4
+        ORDER BY 1, 2
+        """,
+        params,
+    )
+    written = {"life_days": cursor.rowcount}
+    cursor.execute(
+        f"""
+        INSERT INTO {owners} (finding_id, day, project_id, experiment_id, deployment_id, spend)
+        SELECT finding_id, (hour AT TIME ZONE 'UTC')::date, project_id, experiment_id,
+               deployment_id, sum(spend)
+        FROM {hours}
+        WHERE true{hour_window}
+        GROUP BY 1, 2, 3, 4, 5
+        ORDER BY 1, 2
+        """,
+        params,
+    )
+    written["owner_days"] = cursor.rowcount
+    return written
 
 
 def days_seen(findings) -> tuple[date, date] | None:

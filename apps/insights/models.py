@@ -272,6 +272,62 @@ class FindingMonth(FindingSums):
         return f"{self.finding_id} {self.month:%Y-%m}"
 
 
+class FindingDayHours(models.Model):
+    """A finding's hours summed per UTC day, currency and whether a GPU reported (PostgreSQL):
+    what a recompute's refresh of a finding reads of its days outside the period it wrote. A
+    finding's figures are its whole life's hours, and a failed run's storage is three years of
+    hours at three years of bills (each month's recompute summed 15M of them again). Rebuilt
+    with FindingDay, from the hours, for the days whose hours changed (days.day_rollup_rebuild).
+    """
+
+    finding = models.ForeignKey(
+        Finding, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    day = models.DateField()
+    currency = models.CharField(max_length=10)
+    measured = models.BooleanField()
+    hours = models.PositiveIntegerField(help_text="Distinct hours.")
+    spend = models.DecimalField(**MONEY)
+    wasted = models.DecimalField(**MONEY)
+    first_wasted = models.DateTimeField(null=True, help_text="First hour with something wasted.")
+    last_wasted = models.DateTimeField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["finding", "day", "currency", "measured"], name="findingdayhours_one"
+            )
+        ]
+        indexes = [models.Index(fields=["day"], name="findingdayhours_day_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.finding_id} {self.day}"
+
+
+class FindingDayOwner(models.Model):
+    """A finding's spend per UTC day and attribution of its hours (PostgreSQL): with
+    FindingDayHours, what the refresh reads of the days outside the recomputed period to name
+    the project, experiment or deployment of most of a finding's spend."""
+
+    finding = models.ForeignKey(
+        Finding, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    day = models.DateField()
+    project_id = models.BigIntegerField(null=True)
+    experiment_id = models.BigIntegerField(null=True)
+    deployment_id = models.BigIntegerField(null=True)
+    spend = models.DecimalField(**MONEY)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["finding", "day"], name="findingdayowner_finding_idx"),
+            models.Index(fields=["day"], name="findingdayowner_day_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.finding_id} {self.day}"
+
+
 class FindingShareGroup(models.Model):
     """A set of two or more waste findings that hold the same line-hours (a few hundred sets in a
     large organisation's year, against hundreds of thousands of such line-hours)."""

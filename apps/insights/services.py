@@ -6,7 +6,7 @@ import json
 import logging
 import time
 from collections import defaultdict
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from django.db import DatabaseError, connection, transaction
@@ -28,7 +28,7 @@ from . import (
     compute_storage,
     findings_part2,
 )
-from .days import day_rollup_rebuild
+from .days import day_rollup_rebuild, day_rollup_used
 from .models import (
     LEVER_KINDS,
     ONE_OFF_KINDS,
@@ -37,6 +37,8 @@ from .models import (
     BuildOrCallSettings,
     Finding,
     FindingDay,
+    FindingDayHours,
+    FindingDayOwner,
     FindingEvent,
     FindingHour,
     FindingMonth,
@@ -719,6 +721,8 @@ def _kind_store_sql(
         loaded=loaded,
         subjects={},
         created=created,
+        start=start,
+        end=end,
         org=org,
         settings=settings,
         as_of=as_of,
@@ -928,6 +932,8 @@ def _kind_store(
         loaded=loaded,
         subjects=subjects,
         created=set(created),
+        start=start,
+        end=end,
         org=org,
         settings=settings,
         as_of=as_of,
@@ -1134,6 +1140,8 @@ def _refresh(
     loaded: dict[int, tuple],
     subjects: dict[str, compute.SubjectHours],
     created: set[int],
+    start: date | None,
+    end: date | None,
     org: Organization,
     settings: InsightsSettings,
     as_of: datetime | None,
@@ -1147,26 +1155,10 @@ def _refresh(
     totals: dict[int, dict] = defaultdict(dict)
     seen: dict[int, dict] = {}
     recent: dict[int, dict] = defaultdict(dict)
-    hours_of: dict[int, dict] = {}
-    owners: dict[int, tuple] = {}
-    hours = FindingHour.objects.filter(finding_id__in=ids)
-    # One pass over the kind's hours for the totals, first and last seen, the last 30 days and
-    # the billed hours (five passes before, bench/findings_recompute.py).
-    wasted_hours = Q(wasted__gt=0)
-    figures_of = {
-        "hours": Count("hour", distinct=True),
-        "spend": Sum("spend"),
-        "wasted_total": Sum("wasted"),
-        "first": Min("hour", filter=wasted_hours),
-        "last": Max("hour", filter=wasted_hours),
-    }
-    if as_of is not None:
-        figures_of["wasted_recent"] = Sum(
-            "wasted", filter=Q(hour__gte=as_of - timedelta(days=30), hour__lt=as_of)
-        )
-    for row in hours.values("finding_id", "measured", "currency").annotate(**figures_of).order_by():
-        pk, currency = row["finding_id"], row["currency"]
-        hours_of.setdefault(pk, {})[(row["measured"], currency)] = row
+    hours_of, owners = _life_figures(ids=ids, start=start, end=end, as_of=as_of)
+    for pk, (_measured, currency), row in (
+        (pk, key, row) for pk, rows in hours_of.items() for key, row in rows.items()
+    ):
         totals[pk][currency] = totals[pk].get(currency, Decimal("0")) + row["wasted_total"]
         if row.get("wasted_recent") is not None:
             recent[pk][currency] = recent[pk].get(currency, Decimal("0")) + row["wasted_recent"]
@@ -1176,12 +1168,6 @@ def _refresh(
                 "first": row["first"] if was is None else min(was["first"], row["first"]),
                 "last": row["last"] if was is None else max(was["last"], row["last"]),
             }
-    for row in (
-        hours.values("finding_id", "project_id", "experiment_id", "deployment_id")
-        .annotate(spend=Sum("spend"))
-        .order_by("finding_id", "-spend")
-    ):
-        owners.setdefault(row["finding_id"], row)
     facts = findings_part2.facts(kind=kind, ids=ids)
 
     stillborn: list[int] = []
@@ -1304,6 +1290,114 @@ def _refresh(
     if stillborn:
         Finding.objects.filter(pk__in=stillborn).delete()
         hours_changed.forget(stillborn)
+
+
+def _life_figures(
+    *, ids: list[int], start: date | None, end: date | None, as_of: datetime | None
+) -> tuple[dict[int, dict], dict[int, dict]]:
+    """The figures of findings `ids` over their whole lives: per finding, per (measured,
+    currency), the distinct hours, spend, wasted, first and last wasted hour and the wasted of
+    the 30 days before `as_of`; and per finding the attribution of most of its spend.
+
+    The hours of the recomputed period `[start, end)` and of the last 30 days are read; on
+    PostgreSQL the other days come from their rollup (FindingDayHours, FindingDayOwner), which
+    this recompute did not change: a failed run's storage is a row per hour for as long as it
+    is kept, and summing every finding's whole life again made a month's recompute grow with the
+    history (storage_of_finished_runs: 4.3 s at three years against 1.8 s at one)."""
+    recent_from = None if as_of is None else as_of - timedelta(days=30)
+    hours = FindingHour.objects.filter(finding_id__in=ids)
+    life = None
+    if day_rollup_used() and (start is not None or end is not None):
+        # Days read as hours: the period's, and those from the 30 days' first (whole UTC days).
+        read = Q(hour__gte=compute.day_start(start)) if start is not None else Q()
+        if end is not None:
+            read &= Q(hour__lt=compute.day_start(end))
+        first_recent = None
+        if recent_from is not None:
+            first_recent = recent_from.astimezone(UTC).date()
+            read |= Q(hour__gte=compute.day_start(first_recent))
+        hours = hours.filter(read)
+        outside = Q()
+        if start is not None:
+            outside = Q(day__lt=start)
+        if end is not None:
+            outside = outside | Q(day__gte=end) if start is not None else Q(day__gte=end)
+        if first_recent is not None:
+            outside &= Q(day__lt=first_recent)
+        life = outside
+    wasted_hours = Q(wasted__gt=0)
+    figures_of = {
+        "hours": Count("hour", distinct=True),
+        "spend": Sum("spend"),
+        "wasted_total": Sum("wasted"),
+        "first": Min("hour", filter=wasted_hours),
+        "last": Max("hour", filter=wasted_hours),
+    }
+    if recent_from is not None:
+        figures_of["wasted_recent"] = Sum("wasted", filter=Q(hour__gte=recent_from, hour__lt=as_of))
+    hours_of: dict[int, dict] = {}
+    for row in hours.values("finding_id", "measured", "currency").annotate(**figures_of).order_by():
+        hours_of.setdefault(row["finding_id"], {})[(row["measured"], row["currency"])] = {
+            "wasted_recent": None,
+            **{name: row[name] for name in figures_of},
+        }
+    spend_of: dict[int, dict] = defaultdict(lambda: defaultdict(Decimal))
+    owner_fields = ("project_id", "experiment_id", "deployment_id")
+    for row in hours.values("finding_id", *owner_fields).annotate(spend=Sum("spend")).order_by():
+        spend_of[row["finding_id"]][tuple(row[f] for f in owner_fields)] += row["spend"]
+    if life is not None:
+        days = FindingDayHours.objects.filter(life, finding_id__in=ids)
+        for row in (
+            days.values("finding_id", "measured", "currency")
+            .annotate(
+                days_hours=Sum("hours"),
+                days_spend=Sum("spend"),
+                days_wasted=Sum("wasted"),
+                days_first=Min("first_wasted"),
+                days_last=Max("last_wasted"),
+            )
+            .order_by()
+        ):
+            rows = hours_of.setdefault(row["finding_id"], {})
+            key = (row["measured"], row["currency"])
+            was = rows.get(key)
+            if was is None:
+                rows[key] = {
+                    "hours": row["days_hours"],
+                    "spend": row["days_spend"],
+                    "wasted_total": row["days_wasted"],
+                    "first": row["days_first"],
+                    "last": row["days_last"],
+                    # (The 30 days are read as hours: none of them is here.)
+                    "wasted_recent": None,
+                }
+                continue
+            was["hours"] += row["days_hours"]
+            was["spend"] += row["days_spend"]
+            was["wasted_total"] += row["days_wasted"]
+            firsts = [t for t in (was["first"], row["days_first"]) if t is not None]
+            lasts = [t for t in (was["last"], row["days_last"]) if t is not None]
+            was["first"] = min(firsts, default=None)
+            was["last"] = max(lasts, default=None)
+        for row in (
+            FindingDayOwner.objects.filter(life, finding_id__in=ids)
+            .values("finding_id", *owner_fields)
+            .annotate(days_spend=Sum("spend"))
+            .order_by()
+        ):
+            spend_of[row["finding_id"]][tuple(row[f] for f in owner_fields)] += row["days_spend"]
+    # Most of its spend; between equals, the attribution that sorts first (unset ids last).
+    owners = {
+        pk: dict(
+            zip(
+                owner_fields,
+                min(spent, key=lambda o: (-spent[o], [(i is None, i or 0) for i in o])),
+                strict=True,
+            )
+        )
+        for pk, spent in spend_of.items()
+    }
+    return hours_of, owners
 
 
 def _findings_write(changed: list[Finding]) -> None:

@@ -11,7 +11,7 @@ def fill(apps, schema_editor):
     from apps.insights.days import day_rollup_rebuild
 
     # Without the months: their table comes with 0011, which sums them from these days.
-    day_rollup_rebuild(start=None, end=None, months=False)
+    day_rollup_rebuild(start=None, end=None, months=False, lives=False)
 
 
 class Migration(migrations.Migration):

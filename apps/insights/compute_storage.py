@@ -35,7 +35,7 @@ from collections import defaultdict
 from datetime import UTC, date, timedelta
 from decimal import Decimal
 
-from django.db.models import F, Q, Sum, Window
+from django.db.models import F, Max, Min, Q, Sum, Window
 from django.db.models.functions import DenseRank, TruncDate
 
 from apps.billing.models import CostKind, CostLineItem, DailyStorageCost
@@ -257,29 +257,89 @@ LIFE_GROUP = (
 )
 
 
-def _sums_by_bucket(days) -> dict[int, tuple[dict[str, Decimal], dict[str, Decimal]]]:
+def _sums_by_bucket(days) -> tuple[dict[int, tuple[dict, dict]], dict[tuple, tuple[date, date]]]:
     """Run -> (spend per line key, spend per currency) of these storage days, summed in one
-    grouped read."""
+    grouped read; and each group of rows' (LIFE_GROUP) first and last day."""
     sums: dict[int, tuple[dict, dict]] = {}
-    for row in days.values(*LIFE_GROUP).annotate(cost=Sum("effective_cost")).order_by():
+    spans: dict[tuple, tuple[date, date]] = {}
+    for row in (
+        days.values(*LIFE_GROUP)
+        .annotate(cost=Sum("effective_cost"), first=Min("day"), last=Max("day"))
+        .order_by()
+    ):
         by_bucket, by_currency = sums.setdefault(
             row["experiment_id"], (defaultdict(Decimal), defaultdict(Decimal))
         )
         by_bucket[bucket_key(row)] += row["cost"]
         by_currency[row["billing_currency"]] += row["cost"]
-    return sums
+        spans[tuple(row[column] for column in LIFE_GROUP)] = (row["first"], row["last"])
+    return sums, spans
 
 
-def _run_series(days) -> dict[int, dict[tuple, Series]]:
-    """Run -> (line key, currency) -> its Series of these storage days, in one grouped read."""
+def _run_series(days, keep=None) -> dict[int, dict[tuple, Series]]:
+    """Run -> (line key, currency) -> its Series of these storage days, in one grouped read
+    (`keep`: which rows to keep, a test of each; all of them without it)."""
     grouped: dict[int, dict[tuple, Series]] = defaultdict(lambda: defaultdict(Series))
     for row in (
         days.values(*LIFE_GROUP, "day", "project_id", "deployment_id")
         .annotate(stored=ByteSum("stored_byte_seconds"), cost=Sum("effective_cost"))
         .order_by()
     ):
-        grouped[row["experiment_id"]][(bucket_key(row), row["billing_currency"])].add(row)
+        if keep is None or keep(row):
+            grouped[row["experiment_id"]][(bucket_key(row), row["billing_currency"])].add(row)
     return grouped
+
+
+def _last_days(days, spans: dict[tuple, tuple[date, date]]) -> dict[int, dict[tuple, Series]]:
+    """The last EVIDENCE_DAYS days with storage of each group of rows (LIFE_GROUP) as
+    _run_series gives them: a series' last days are among its groups' last days. A group billed
+    every day has them in its last EVIDENCE_DAYS calendar days, which are read by the day index
+    (ranking each group's days over its whole life read three years of every run's storage, 0.8
+    s of a month's recompute at that size); the runs of a group with gaps there are read ranked.
+    """
+    window = timedelta(days=EVIDENCE_DAYS - 1)
+    since = {group: last - window for group, (_first, last) in spans.items()}
+    # Each run from its groups' earliest such day, the runs of one day in one condition (most
+    # groups end on the last day with storage).
+    earliest: dict[int, date] = {}
+    for group, day in since.items():
+        earliest[group[0]] = min(earliest.get(group[0], day), day)
+    by_day: dict[date, list[int]] = defaultdict(list)
+    for pk, day in earliest.items():
+        by_day[day].append(pk)
+    recent = Q(pk__in=[])
+    for day, runs in by_day.items():
+        recent |= Q(experiment_id__in=sorted(runs), day__gte=day)
+    seen: dict[tuple, set[date]] = defaultdict(set)
+
+    def keep(row) -> bool:
+        group = tuple(row[column] for column in LIFE_GROUP)
+        if row["day"] < since[group]:
+            return False
+        seen[group].add(row["day"])
+        return True
+
+    evidence = _run_series(days.filter(recent), keep)
+    gapped = sorted(
+        {
+            group[0]
+            for group, (first, _last) in spans.items()
+            if first < since[group] and len(seen[group]) < EVIDENCE_DAYS
+        }
+    )
+    if gapped:
+        evidence.update(
+            _run_series(
+                days.filter(experiment_id__in=gapped)
+                .annotate(
+                    latest=Window(
+                        DenseRank(), partition_by=list(LIFE_GROUP), order_by=F("day").desc()
+                    )
+                )
+                .filter(latest__lte=EVIDENCE_DAYS)
+            )
+        )
+    return evidence
 
 
 def storage_of_finished_runs_hours(
@@ -332,14 +392,9 @@ def storage_of_finished_runs_hours(
     days = DailyStorageCost.objects.filter(
         STORAGE, experiment_id__in=sorted(runs), day__gte=first_counted, day__lte=last
     )
-    lives = _sums_by_bucket(days)
-    # The last EVIDENCE_DAYS days of each run's series (of each group of rows a series gathers:
-    # a series' last days are among its groups' last days), and the period's days.
-    evidence = _run_series(
-        days.annotate(
-            latest=Window(DenseRank(), partition_by=list(LIFE_GROUP), order_by=F("day").desc())
-        ).filter(latest__lte=EVIDENCE_DAYS)
-    )
+    lives, spans = _sums_by_bucket(days)
+    # The last EVIDENCE_DAYS days of each run's series, and the period's days.
+    evidence = _last_days(days, spans)
     in_period = Q()
     if start is not None:
         in_period &= Q(day__gte=start)

@@ -635,6 +635,30 @@ def test_a_finished_runs_finding_sums_its_whole_life_and_shows_its_last_120_days
     assert finding_rows()[0][2:] == whole[0][2:]
 
 
+def test_a_finished_runs_last_120_days_with_storage_skip_the_days_without(delivery, project):
+    """A bucket not billed for ten days: its last 120 days with storage reach back 130 days
+    (read ranked: its last 120 calendar days hold only 110 of them)."""
+    run = ExperimentFactory(
+        project=project,
+        name="gapped",
+        status=Experiment.Status.FAILED,
+        started_at=at("2024-08-01 00:00"),
+        ended_at=at("2024-09-01 12:00"),
+    )
+    billed = days("2024-09-16", 150)
+    del billed[100:110]  # 25 December 2024 to 3 January 2025
+    for day in billed:
+        stored(delivery, day, 100, "1.00", bucket="ckpt", project=project, experiment=run)
+    findings_recompute()
+
+    finding = only(Kind.STORAGE_OF_FINISHED_RUNS)
+    assert finding.wasted == {"USD": "140"}
+    shown = finding.evidence["storage_days"]
+    assert len(shown) == 120
+    assert shown[0][:2] == ["2024-10-06", "USD"] and shown[-1][:2] == ["2025-02-12", "USD"]
+    assert ["2024-12-25", "USD"] not in [row[:2] for row in shown]
+
+
 def test_a_runs_storage_counts_from_the_day_its_grace_ends_at_midnight(delivery, project):
     """Ended at 00:00, 14 days of grace end at midnight: that day is the first counted, both
     where the finding's sums are read (in SQL) and where its reason names it."""

@@ -231,8 +231,9 @@ def _months_rebuild(cursor, *, start: date | None, end: date | None) -> int:
 
 
 def lives_rebuild(cursor, *, start: date | None, end: date | None) -> dict[str, int]:
-    """FindingDayHours and FindingDayOwner of the UTC days `[start, end)`, from the hours: each
-    hour's rows summed first (hashed; a count of distinct hours per day sorted them all)."""
+    """FindingDayHours and FindingDayOwner of the UTC days `[start, end)`, from the hours. The
+    distinct hours are counted on the hours sorted by day (grouping them by hour first hashed
+    nearly every row: 4.3 s against 2.3 s for a year's 2.4M hours)."""
     hour_window, params, day_window, day_params = _windows(start, end)
     hours = FindingHour._meta.db_table
     lives, owners = FindingDayHours._meta.db_table, FindingDayOwner._meta.db_table
@@ -242,16 +243,11 @@ def lives_rebuild(cursor, *, start: date | None, end: date | None) -> dict[str, 
         f"""
         INSERT INTO {lives} (finding_id, day, currency, measured, hours, spend, wasted,
                              first_wasted, last_wasted)
-        SELECT finding_id, (hour AT TIME ZONE 'UTC')::date, currency, measured, count(*),
-               sum(spend), sum(wasted), min(hour) FILTER (WHERE waste),
-               max(hour) FILTER (WHERE waste)
-        FROM (
-            SELECT finding_id, hour, currency, measured, sum(spend) AS spend,
-                   sum(wasted) AS wasted, bool_or(wasted > 0) AS waste
-            FROM {hours}
-            WHERE true{hour_window}
-            GROUP BY 1, 2, 3, 4
-        ) AS hourly
+        SELECT finding_id, (hour AT TIME ZONE 'UTC')::date, currency, measured,
+               count(DISTINCT hour), sum(spend), sum(wasted),
+               min(hour) FILTER (WHERE wasted > 0), max(hour) FILTER (WHERE wasted > 0)
+        FROM {hours}
+        WHERE true{hour_window}
         GROUP BY 1, 2, 3, 4
         ORDER BY 1, 2
         """,

@@ -16,7 +16,9 @@ findings recompute and the rest) in that process as it does by default, into the
 is, which must already hold bills (nothing is truncated). The file is billed to a payer account of
 its own (BENCH_ACCOUNT), so it is a new bill that replaces none the database holds; after each try
 its delivery is deleted again (untimed), so the next try's import is a new delivery too and the
-database keeps its size. Beside each import, alternating, two floors:
+database keeps its size. Before each try that recomputes findings in its process (not --queued),
+the month's findings are recomputed without the bill (untimed), so that each try's recompute
+finds them changed, as a new bill does. Beside each import, alternating, two floors:
 - (a) PostgreSQL's COPY of the same file into a plain table of text columns, as above;
 - (b) the storage floor: the same rows, already typed (the import's own line items, saved with a
   binary COPY), sent from this client with a binary COPY into the line item table as it is, its
@@ -46,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -390,10 +392,27 @@ def command_database_ready() -> None:
         delivery_delete(leftover)
 
 
-def command_try(path: Path, saved: Path, *, queued: bool, check) -> tuple[float, dict]:
-    """One try of the command on BENCH_ACCOUNT's bill at `path`: the work it queued is dropped,
-    its delivery checked (`check(delivery)`), its lines saved to `saved` and the delivery deleted
-    (untimed); then floor (b) with those lines. Returns (b)'s seconds and the command's figures."""
+def findings_settle(month: datetime) -> None:
+    """The month's findings recomputed without BENCH_ACCOUNT's bill (untimed), so that the
+    import's recompute finds them changed, as a new bill makes them. Without it, every try after
+    the first found the hours its predecessor had written for the same bill (its delivery is
+    deleted, not its findings) and wrote none: about half the first try's recompute."""
+    from apps.insights.services import findings_recompute
+
+    following = (month + timedelta(days=32)).replace(day=1)
+    findings_recompute(start=month.date(), end=following.date())
+
+
+def command_try(
+    path: Path, saved: Path, *, queued: bool, check, month: datetime
+) -> tuple[float, dict]:
+    """One try of the command on BENCH_ACCOUNT's bill at `path`: the month's findings first
+    settled without the bill where the command recomputes them (untimed, findings_settle), then
+    the command; the work it queued is dropped, its delivery checked (`check(delivery)`), its
+    lines saved to `saved` and the delivery deleted (untimed); then floor (b) with those lines.
+    Returns (b)'s seconds and the command's figures."""
+    if not queued:
+        findings_settle(month)
     imported = command_once(path, queued=queued)
     if queued:
         from costsite.celery import app
@@ -426,6 +445,7 @@ def command_benchmark(args: argparse.Namespace) -> None:
                 path,
                 saved,
                 queued=args.queued,
+                month=month,
                 check=lambda delivery, sums=copied["sums"]: delivery_check(delivery, sums),
             )
             text = min(t for k, t in copied.items() if k in ("server", "client"))

@@ -314,7 +314,8 @@ def _last_days(days, spans: dict[tuple, tuple[date, date]]) -> dict[int, dict[tu
 
     def keep(row) -> bool:
         group = tuple(row[column] for column in LIFE_GROUP)
-        if row["day"] < since[group]:
+        # (A group with no sums, stored since they were read, is left out of both.)
+        if group not in since or row["day"] < since[group]:
             return False
         seen[group].add(row["day"])
         return True

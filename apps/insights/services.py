@@ -1147,8 +1147,9 @@ def _refresh(
     as_of: datetime | None,
     counts: dict,
 ) -> None:
-    """Each finding's figures from all its hours; a finding with nothing left is gone (an
-    unattributed one: resolved by its claim), and one that comes back after gone reopens.
+    """Each finding's figures from its whole life (_life_figures); a finding with nothing left
+    is gone (an unattributed one: resolved by its claim), and one that comes back after gone
+    reopens.
     Only the findings whose figures changed are written (their updated_at too): the nightly
     recompute finds nearly all of them as they were."""
     ids = [finding.pk for finding in findings]
@@ -1306,25 +1307,23 @@ def _life_figures(
     history (storage_of_finished_runs: 4.3 s at three years against 1.8 s at one)."""
     recent_from = None if as_of is None else as_of - timedelta(days=30)
     hours = FindingHour.objects.filter(finding_id__in=ids)
-    life = None
+    outside = None  # the days read from the rollup
     if day_rollup_used() and (start is not None or end is not None):
-        # Days read as hours: the period's, and those from the 30 days' first (whole UTC days).
-        read = Q(hour__gte=compute.day_start(start)) if start is not None else Q()
+        # Read as hours: the period's days, and the days from the 30 days' first (whole UTC
+        # days); every other day from the rollup.
+        as_hours, period_days = Q(), Q()
+        if start is not None:
+            as_hours &= Q(hour__gte=compute.day_start(start))
+            period_days &= Q(day__gte=start)
         if end is not None:
-            read &= Q(hour__lt=compute.day_start(end))
-        first_recent = None
+            as_hours &= Q(hour__lt=compute.day_start(end))
+            period_days &= Q(day__lt=end)
+        outside = ~period_days
         if recent_from is not None:
             first_recent = recent_from.astimezone(UTC).date()
-            read |= Q(hour__gte=compute.day_start(first_recent))
-        hours = hours.filter(read)
-        outside = Q()
-        if start is not None:
-            outside = Q(day__lt=start)
-        if end is not None:
-            outside = outside | Q(day__gte=end) if start is not None else Q(day__gte=end)
-        if first_recent is not None:
+            as_hours |= Q(hour__gte=compute.day_start(first_recent))
             outside &= Q(day__lt=first_recent)
-        life = outside
+        hours = hours.filter(as_hours)
     wasted_hours = Q(wasted__gt=0)
     figures_of = {
         "hours": Count("hour", distinct=True),
@@ -1345,8 +1344,8 @@ def _life_figures(
     owner_fields = ("project_id", "experiment_id", "deployment_id")
     for row in hours.values("finding_id", *owner_fields).annotate(spend=Sum("spend")).order_by():
         spend_of[row["finding_id"]][tuple(row[f] for f in owner_fields)] += row["spend"]
-    if life is not None:
-        days = FindingDayHours.objects.filter(life, finding_id__in=ids)
+    if outside is not None:
+        days = FindingDayHours.objects.filter(outside, finding_id__in=ids)
         for row in (
             days.values("finding_id", "measured", "currency")
             .annotate(
@@ -1380,7 +1379,7 @@ def _life_figures(
             was["first"] = min(firsts, default=None)
             was["last"] = max(lasts, default=None)
         for row in (
-            FindingDayOwner.objects.filter(life, finding_id__in=ids)
+            FindingDayOwner.objects.filter(outside, finding_id__in=ids)
             .values("finding_id", *owner_fields)
             .annotate(days_spend=Sum("spend"))
             .order_by()

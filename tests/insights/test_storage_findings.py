@@ -659,6 +659,37 @@ def test_a_finished_runs_last_120_days_with_storage_skip_the_days_without(delive
     assert ["2024-12-25", "USD"] not in [row[:2] for row in shown]
 
 
+def test_a_months_recompute_reads_the_other_months_as_the_last_recompute_left_them(
+    delivery, project
+):
+    """November's bill changes and only November is recomputed; January's recompute then reads
+    November from the findings' day rollup (not as hours: outside its period and its 30 days),
+    which November's recompute rebuilt: what a whole recompute gives."""
+    run = ExperimentFactory(
+        project=project,
+        name="kept",
+        status=Experiment.Status.SUCCEEDED,
+        started_at=at("2024-08-01 00:00"),
+        ended_at=at("2024-09-01 12:00"),
+    )
+    for day in days("2024-09-16", 150):
+        stored(delivery, day, 100, "1.00", bucket="ckpt", project=project, experiment=run)
+    findings_recompute()
+    assert only(Kind.STORAGE_OF_FINISHED_RUNS).wasted == {"USD": "150"}
+
+    stored(delivery, date(2024, 11, 5), 10, "5.00", bucket="late", project=None, experiment=run)
+    findings_recompute(start=date(2024, 11, 1), end=date(2024, 12, 1))
+    findings_recompute(start=date(2025, 1, 1), end=date(2025, 2, 1))
+
+    finding = only(Kind.STORAGE_OF_FINISHED_RUNS)
+    assert finding.wasted == {"USD": "155"}
+    assert finding.project_id == project.pk  # 150.00 against the late bucket's 5.00 unset
+    assert finding.evidence["billed_hours"] == 150 * 24
+    months = finding_rows()
+    findings_recompute()
+    assert finding_rows()[0][2:] == months[0][2:]
+
+
 def test_a_runs_storage_counts_from_the_day_its_grace_ends_at_midnight(delivery, project):
     """Ended at 00:00, 14 days of grace end at midnight: that day is the first counted, both
     where the finding's sums are read (in SQL) and where its reason names it."""

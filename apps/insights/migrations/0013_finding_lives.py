@@ -1,5 +1,10 @@
+"""What a recompute's refresh reads of each finding's days outside its period (FindingDayHours,
+FindingDayOwner), filled from the hours already there by the recompute's own rebuild
+(apps/insights/days.py)."""
+
 import django.db.models.deletion
 from django.db import migrations, models
+
 
 def lives_fill(apps, schema_editor):
     """The days of the hours already there (PostgreSQL, where the recompute keeps them): a

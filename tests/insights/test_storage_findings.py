@@ -593,18 +593,24 @@ def test_a_narrowed_recompute_refreshes_a_run_whose_storage_left_the_period(deli
     assert finding_rows() == narrowed
 
 
+def ended_1_september(project, name: str, status=Experiment.Status.SUCCEEDED) -> Experiment:
+    """A run of August 2024, ended on 1 September at 12:00: with the default 14 days of grace,
+    its storage counts from 16 September."""
+    return ExperimentFactory(
+        project=project,
+        name=name,
+        status=status,
+        started_at=at("2024-08-01 00:00"),
+        ended_at=at("2024-09-01 12:00"),
+    )
+
+
 def test_a_finished_runs_finding_sums_its_whole_life_and_shows_its_last_120_days(delivery, project):
     """Its totals are its whole life since the grace, its evidence the last 120 days with
     storage (of every bucket), what it still stores that of its latest day, and a narrowed
     recompute of one day leaves what a whole one gives (the days before the evidence's are read
     only as sums)."""
-    run = ExperimentFactory(
-        project=project,
-        name="archive",
-        status=Experiment.Status.SUCCEEDED,
-        started_at=at("2024-08-01 00:00"),
-        ended_at=at("2024-09-01 12:00"),
-    )
+    run = ended_1_september(project, "archive")
     # From 10 September (six days before the grace ends: not counted), 150 days of 100 GiB at
     # USD 1.00; and 20 days of a second bucket from 16 September, at USD 0.50 under two owners.
     for day in days("2024-09-10", 150):
@@ -638,13 +644,7 @@ def test_a_finished_runs_finding_sums_its_whole_life_and_shows_its_last_120_days
 def test_a_finished_runs_last_120_days_with_storage_skip_the_days_without(delivery, project):
     """A bucket not billed for ten days: its last 120 days with storage reach back 130 days
     (read ranked: its last 120 calendar days hold only 110 of them)."""
-    run = ExperimentFactory(
-        project=project,
-        name="gapped",
-        status=Experiment.Status.FAILED,
-        started_at=at("2024-08-01 00:00"),
-        ended_at=at("2024-09-01 12:00"),
-    )
+    run = ended_1_september(project, "gapped", Experiment.Status.FAILED)
     billed = days("2024-09-16", 150)
     del billed[100:110]  # 25 December 2024 to 3 January 2025
     for day in billed:
@@ -665,13 +665,7 @@ def test_a_months_recompute_reads_the_other_months_as_the_last_recompute_left_th
     """November's bill changes and only November is recomputed; January's recompute then reads
     November from the findings' day rollup (not as hours: outside its period and its 30 days),
     which November's recompute rebuilt: what a whole recompute gives."""
-    run = ExperimentFactory(
-        project=project,
-        name="kept",
-        status=Experiment.Status.SUCCEEDED,
-        started_at=at("2024-08-01 00:00"),
-        ended_at=at("2024-09-01 12:00"),
-    )
+    run = ended_1_september(project, "kept")
     for day in days("2024-09-16", 150):
         stored(delivery, day, 100, "1.00", bucket="ckpt", project=project, experiment=run)
     findings_recompute()

@@ -38,6 +38,11 @@ from .models import (
     Status,
 )
 
+ACTIVE = (Status.OPEN, Status.ACKNOWLEDGED)  # the findings still to act on
+# A subject with at most this many findings (a GPU's instance, a run, a deployment: a handful) has
+# them read whole and its section worked out from one statement of sums (_named_section).
+NAMED_UP_TO = 100
+
 
 def data_as_of() -> datetime | None:
     return billing_data_as_of()
@@ -95,7 +100,7 @@ def findings_filtered(
     if team:
         findings = findings.filter(project__team__slug=team)
     if status == "active":
-        findings = findings.filter(status__in=[Status.OPEN, Status.ACKNOWLEDGED])
+        findings = findings.filter(status__in=ACTIVE)
     elif status:
         findings = findings.filter(status=status)
     if minimum is not None:
@@ -497,7 +502,11 @@ def _findings_section(
     if kind:
         findings = findings.filter(kind=kind)
         query["kind"] = kind
-    active = findings.filter(status__in=[Status.OPEN, Status.ACKNOWLEDGED])
+    if resource_id is not None or experiment is not None or deployment is not None:
+        named = findings.select_related("project").order_by()[: NAMED_UP_TO + 1]
+        if len(named) <= NAMED_UP_TO:
+            return _named_section(list(named), start=start, end=end, limit=limit, query=query)
+    active = findings.filter(status__in=ACTIVE)
     # One transaction whose sums are planned without parallel workers (serial_plans).
     with serial_plans():
         top = _top_in_period(active, start=start, end=end, limit=limit)
@@ -508,8 +517,53 @@ def _findings_section(
             wasted=wasted_counted_once(findings=findings, start=start, end=end),
             top=[(finding, period.get(finding.pk, {})) for finding in top],
             active=cached_findings("count", active, active.count),
-            query="&".join(f"{key}={value}" for key, value in query.items()),
+            query=_query_string(query),
         )
+
+
+def _query_string(query: dict[str, str]) -> str:
+    return "&".join(f"{key}={value}" for key, value in query.items())
+
+
+def _named_section(
+    named: list[Finding], *, start: date | None, end: date, limit: int, query: dict[str, str]
+) -> FindingsSection:
+    """The section of a narrow subject's findings, read whole (`named`): their wasted in the
+    period per finding and currency in one statement, ranked here as _top_in_period ranks them
+    in SQL, and counted here. A busy GPU has no finding on its instance, and its section, nine
+    statements that found nothing, took 24-35 ms of a page's first request after a recompute at
+    a year of the benchmark organisation; it now reads nothing more. A subject with findings
+    reads four statements (the sums, and the three of wasted_counted_once) where it read nine."""
+    if not named:
+        return FindingsSection(wasted={}, top=[], active=0, query=_query_string(query))
+    findings = Finding.objects.filter(pk__in=[finding.pk for finding in named])
+    with serial_plans():
+        sums = period_sums(findings, start=start, end=end, by=("finding_id", "currency"))
+        wasted = wasted_counted_once(findings=findings, start=start, end=end)
+    totals: dict[int, Decimal] = defaultdict(Decimal)
+    period: dict[int, dict[str, Decimal]] = defaultdict(dict)
+    for finding_id, currency, amount in sums:
+        totals[finding_id] += amount or Decimal("0")
+        if amount:
+            period[finding_id][currency] = amount
+    active = [finding for finding in named if finding.status in ACTIVE]
+    # Those with rows in the period by their wasted there, then the rest by rank amount; ties by
+    # the later id (_ranked, and the rest's order in _top_in_period).
+    in_period = sorted(
+        (finding for finding in active if finding.pk in totals),
+        key=lambda finding: (-totals[finding.pk], -finding.rank_amount, -finding.pk),
+    )
+    rest = sorted(
+        (finding for finding in active if finding.pk not in totals),
+        key=lambda finding: (-finding.rank_amount, -finding.pk),
+    )
+    top = (in_period + rest)[:limit]
+    return FindingsSection(
+        wasted=wasted,
+        top=[(finding, period.get(finding.pk, {})) for finding in top],
+        active=len(active),
+        query=_query_string(query),
+    )
 
 
 def _top_in_period(

@@ -206,3 +206,65 @@ def test_the_sums_are_planned_without_parallel_workers_and_the_setting_ends_with
     assert statements[ranking - 1] == "SET LOCAL max_parallel_workers_per_gather = 0"
     assert len(top) == 2
     assert _parallel_workers() == before
+
+
+@pytest.mark.parametrize(("start", "end"), [period for period in PERIODS if period[1] is not None])
+def test_a_narrow_subjects_section_is_the_one_the_general_path_gives(
+    months, lead, staff, monkeypatch, start, end
+):
+    """A GPU's instance, a run or a deployment has its few findings read whole and its section
+    worked out from one statement of sums (selectors._named_section): the same wasted, top
+    findings with their period's wasted, and count as the statements for any set of findings
+    give, for staff and a lead, before and after i-u's idle finding is resolved."""
+    from apps.insights import selectors
+
+    def section(user, resource_id, named_up_to):
+        monkeypatch.setattr(selectors, "NAMED_UP_TO", named_up_to)
+        got = selectors._findings_section(
+            user=user,
+            start=start,
+            end=end,
+            team=None,
+            project=None,
+            experiment=None,
+            deployment=None,
+            resource_id=resource_id,
+            kind="",
+            limit=5,
+        )
+        return got.wasted, [(finding.pk, wasted) for finding, wasted in got.top], got.active
+
+    idle_u = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key="i-u")
+    unattributed_u = Finding.objects.get(kind=Kind.UNATTRIBUTED, subject_key__contains="i-u")
+    for resolved in (False, True):
+        if resolved:
+            Finding.objects.filter(pk=idle_u.pk).update(status="resolved")
+        for user in (staff, lead):
+            for resource_id in ("i-u", "i-zz", "i-a", "i-b", "i-big", "i-nothing"):
+                named = section(user, resource_id, 100)
+                assert named == section(user, resource_id, -1), (user, resource_id)
+    # i-u's idle finding, resolved, still counts in the wasted, not among the active ones.
+    wasted, top, active = section(staff, "i-u", 100)
+    assert active == 1
+    assert [pk for pk, _ in top] == [unattributed_u.pk]
+
+
+def test_a_subject_without_findings_reads_nothing_more(months, staff):
+    from apps.insights.selectors import _findings_section
+
+    with CaptureQueriesContext(connection) as captured:
+        got = _findings_section(
+            user=staff,
+            start=date(2025, 3, 1),
+            end=date(2025, 4, 1),
+            team=None,
+            project=None,
+            experiment=None,
+            deployment=None,
+            resource_id="i-nothing",
+            kind="",
+            limit=5,
+        )
+    assert (got.wasted, got.top, got.active) == ({}, [], 0)
+    assert got.query == "start=2025-03-01&end=2025-03-31"
+    assert len(captured) == 1

@@ -7,7 +7,8 @@ Run against a database bench/attribution_org.py filled (10,701 GPUs, 1.09M GPU-h
 
 The fleet page (every range preset, staff and a team lead, full and the htmx partial a filter
 change fetches), a GPU's page (its default week, 30 days by hour, 12 months and all time by
-day) and the hosts page, through Django's test client in this process
+day), the page of a GPU whose instance carries findings (the busiest carries none) and the
+hosts page, through Django's test client in this process
 (as bench/attribution_pages.py: Django's and the database's time, no network, no browser).
 
 - warm: `--requests` requests in a row after 3 warm-ups;
@@ -118,6 +119,7 @@ def main() -> None:
     importlib.import_module("costsite.wsgi")
     from django.contrib.auth import get_user_model
     from django.db import connection
+    from django.db.models import Count
     from django.test import Client, override_settings
     from django.urls import reverse
 
@@ -126,6 +128,7 @@ def main() -> None:
     from apps.gpu import daily
     from apps.gpu.models import Gpu, GpuDay, GpuHour, GpuModelDay, GpuMonth, GpuSegment
     from apps.gpu.resolution import gpu_resolutions
+    from apps.insights.models import Finding
     from apps.projects.models import Project
     from apps.projects.services import resource_uses_replace
     from apps.spend.figures import findings_version_bump
@@ -200,6 +203,22 @@ def main() -> None:
             resource_uses_replace(uses=bench_run.resources, resource_ids=[] if held else [instance])
             celery_app.control.purge()  # no worker: the request finds the GPUs marked
 
+        # A GPU whose instance carries findings (the busiest has none): the one of the lead's
+        # team whose instance has the most, its section ranked and summed after a recompute.
+        with_findings = (
+            Finding.objects.filter(project__team_id=project.team_id, resource_id__contains="/i-")
+            .values("resource_id")
+            .annotate(findings=Count("id"))
+            .order_by("-findings", "resource_id")
+            .first()
+        )
+        flagged = (
+            Gpu.objects.filter(host=with_findings["resource_id"].rsplit("/", 1)[1])
+            .order_by("pk")
+            .first()
+        )
+        resolved = gpu_resolutions(gpus=[flagged])[flagged.pk].resource_id
+        assert resolved == with_findings["resource_id"], f"{flagged} resolves to {resolved}"
         fleet = reverse("gpu_fleet")
         pages = [("trivial view", reverse("bench_trivial"), False, "staff")]
         for who in ("staff", "lead"):
@@ -215,6 +234,14 @@ def main() -> None:
                 pages.append(
                     (f"a GPU's page {preset} ({who})", f"{gpu_page}?preset={preset}", True, who)
                 )
+            pages.append(
+                (
+                    f"a GPU's page, {with_findings['findings']} findings on it ({who})",
+                    reverse("gpu_detail", args=[flagged.pk]),
+                    True,
+                    who,
+                )
+            )
             pages.append((f"hosts page ({who})", reverse("gpu_host_mapping_list"), False, who))
         pages = [page for page in pages if page is pages[0] or args.only in page[0]]
         clients = {"staff": Client(), "lead": Client()}

@@ -208,6 +208,16 @@ def test_the_sums_are_planned_without_parallel_workers_and_the_setting_ends_with
     assert _parallel_workers() == before
 
 
+def _resource_section(user, resource_id: str, start: date | None, end: date):
+    """The findings section of a GPU's page: the findings on `resource_id`."""
+    from apps.insights.selectors import _findings_section
+
+    subjects = {"team": None, "project": None, "experiment": None, "deployment": None}
+    return _findings_section(
+        user=user, start=start, end=end, resource_id=resource_id, kind="", limit=5, **subjects
+    )
+
+
 @pytest.mark.parametrize(("start", "end"), [period for period in PERIODS if period[1] is not None])
 def test_a_narrow_subjects_section_is_the_one_the_general_path_gives(
     months, lead, staff, monkeypatch, start, end
@@ -220,18 +230,7 @@ def test_a_narrow_subjects_section_is_the_one_the_general_path_gives(
 
     def section(user, resource_id, named_up_to):
         monkeypatch.setattr(selectors, "NAMED_UP_TO", named_up_to)
-        got = selectors._findings_section(
-            user=user,
-            start=start,
-            end=end,
-            team=None,
-            project=None,
-            experiment=None,
-            deployment=None,
-            resource_id=resource_id,
-            kind="",
-            limit=5,
-        )
+        got = _resource_section(user, resource_id, start, end)
         return got.wasted, [(finding.pk, wasted) for finding, wasted in got.top], got.active
 
     idle_u = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key="i-u")
@@ -250,21 +249,8 @@ def test_a_narrow_subjects_section_is_the_one_the_general_path_gives(
 
 
 def test_a_subject_without_findings_reads_nothing_more(months, staff):
-    from apps.insights.selectors import _findings_section
-
     with CaptureQueriesContext(connection) as captured:
-        got = _findings_section(
-            user=staff,
-            start=date(2025, 3, 1),
-            end=date(2025, 4, 1),
-            team=None,
-            project=None,
-            experiment=None,
-            deployment=None,
-            resource_id="i-nothing",
-            kind="",
-            limit=5,
-        )
+        got = _resource_section(staff, "i-nothing", date(2025, 3, 1), date(2025, 4, 1))
     assert (got.wasted, got.top, got.active) == ({}, [], 0)
     assert got.query == "start=2025-03-01&end=2025-03-31"
     assert len(captured) == 1

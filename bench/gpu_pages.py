@@ -217,6 +217,7 @@ def main() -> None:
             .order_by("pk")
             .first()
         )
+        print(f"the GPU with findings: {flagged.pk}, {with_findings['findings']} on its instance")
         resolved = gpu_resolutions(gpus=[flagged])[flagged.pk].resource_id
         assert resolved == with_findings["resource_id"], f"{flagged} resolves to {resolved}"
         fleet = reverse("gpu_fleet")
@@ -236,7 +237,7 @@ def main() -> None:
                 )
             pages.append(
                 (
-                    f"a GPU's page, {with_findings['findings']} findings on it ({who})",
+                    f"a GPU's page with findings ({who})",
                     reverse("gpu_detail", args=[flagged.pk]),
                     True,
                     who,

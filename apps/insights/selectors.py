@@ -533,7 +533,10 @@ def _named_section(
     in SQL, and counted here. A busy GPU has no finding on its instance, and its section, nine
     statements that found nothing, took 24-35 ms of a page's first request after a recompute at
     a year of the benchmark organisation; it now reads nothing more. A subject with findings
-    reads four statements (the sums, and the three of wasted_counted_once) where it read nine."""
+    reads its findings, their sums and wasted_counted_once's statements (three, or four where a
+    share group reaches past the subject): five or six where it read nine. On SQLite the sums
+    are exact here and floating point in _ranked's SQL, so findings whose wasted differs only
+    past the fifteenth digit may be ordered differently there."""
     if not named:
         return FindingsSection(wasted={}, top=[], active=0, query=_query_string(query))
     findings = Finding.objects.filter(pk__in=[finding.pk for finding in named])

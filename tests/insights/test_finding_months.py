@@ -208,13 +208,15 @@ def test_the_sums_are_planned_without_parallel_workers_and_the_setting_ends_with
     assert _parallel_workers() == before
 
 
-def _resource_section(user, resource_id: str, start: date | None, end: date):
+def _resource_section(
+    user, resource_id: str, start: date | None, end: date, *, kind: str = "", limit: int = 5
+):
     """The findings section of a GPU's page: the findings on `resource_id`."""
     from apps.insights.selectors import _findings_section
 
     subjects = {"team": None, "project": None, "experiment": None, "deployment": None}
     return _findings_section(
-        user=user, start=start, end=end, resource_id=resource_id, kind="", limit=5, **subjects
+        user=user, start=start, end=end, resource_id=resource_id, kind=kind, limit=limit, **subjects
     )
 
 
@@ -228,9 +230,9 @@ def test_a_narrow_subjects_section_is_the_one_the_general_path_gives(
     give, for staff and a lead, before and after i-u's idle finding is resolved."""
     from apps.insights import selectors
 
-    def section(user, resource_id, named_up_to):
+    def section(user, resource_id, named_up_to, **options):
         monkeypatch.setattr(selectors, "NAMED_UP_TO", named_up_to)
-        got = _resource_section(user, resource_id, start, end)
+        got = _resource_section(user, resource_id, start, end, **options)
         return got.wasted, [(finding.pk, wasted) for finding, wasted in got.top], got.active
 
     idle_u = Finding.objects.get(kind=Kind.IDLE_GPU, subject_key="i-u")
@@ -240,12 +242,21 @@ def test_a_narrow_subjects_section_is_the_one_the_general_path_gives(
             Finding.objects.filter(pk=idle_u.pk).update(status="resolved")
         for user in (staff, lead):
             for resource_id in ("i-u", "i-zz", "i-a", "i-b", "i-big", "i-nothing"):
-                named = section(user, resource_id, 100)
-                assert named == section(user, resource_id, -1), (user, resource_id)
-    # i-u's idle finding, resolved, still counts in the wasted, not among the active ones.
+                # The top cut to one (i-u's two findings ranked), and one kind of them.
+                for options in ({}, {"limit": 1}, {"kind": Kind.IDLE_GPU}):
+                    named = section(user, resource_id, 100, **options)
+                    assert named == section(user, resource_id, -1, **options), (
+                        user,
+                        resource_id,
+                        options,
+                    )
+    # i-u's idle finding, resolved, still counts in the wasted (as the general statements count
+    # it), not among the active ones.
     wasted, top, active = section(staff, "i-u", 100)
     assert active == 1
     assert [pk for pk, _ in top] == [unattributed_u.pk]
+    assert wasted == section(staff, "i-u", -1)[0]
+    assert (wasted, top, active) != section(staff, "i-u", 100, kind=Kind.IDLE_GPU)
 
 
 def test_a_subject_without_findings_reads_nothing_more(months, staff):

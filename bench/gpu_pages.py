@@ -212,11 +212,15 @@ def main() -> None:
             .order_by("-findings", "resource_id")
             .first()
         )
+        if with_findings is None:
+            raise SystemExit(f"No finding of {project.team} is on an instance: build the org anew")
         flagged = (
             Gpu.objects.filter(host=with_findings["resource_id"].rsplit("/", 1)[1])
             .order_by("pk")
             .first()
         )
+        if flagged is None:
+            raise SystemExit(f"No GPU reports from {with_findings['resource_id']}")
         print(f"the GPU with findings: {flagged.pk}, {with_findings['findings']} on its instance")
         resolved = gpu_resolutions(gpus=[flagged])[flagged.pk].resource_id
         assert resolved == with_findings["resource_id"], f"{flagged} resolves to {resolved}"

@@ -48,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -398,9 +398,9 @@ def findings_settle(month: datetime) -> None:
     the first found the hours its predecessor had written for the same bill (its delivery is
     deleted, not its findings) and wrote none: about half the first try's recompute."""
     from apps.insights.services import findings_recompute
+    from costsite.months import next_month_start
 
-    following = (month + timedelta(days=32)).replace(day=1)
-    findings_recompute(start=month.date(), end=following.date())
+    findings_recompute(start=month.date(), end=next_month_start(month.date()))
 
 
 def command_try(

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connection
-from django.db.models import Case, F, Q, QuerySet, Value, When
-from django.db.models.functions import Left, Reverse, StrIndex
+from django.db.models import F, Q, QuerySet, Value
 
 from apps.deployments.models import DeploymentResource
 from apps.experiments.models import ExperimentResource
+from apps.projects.models import resource_tail
 
 from .models import Gpu, GpuHour, HostMapping
 
@@ -67,16 +67,9 @@ def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolutio
 
 def _with_tail(registrations: QuerySet) -> QuerySet:
     """`registrations` with `tail`: their resource id after its last `/` (the whole id when it
-    has none), `_tail` in SQL. An id ending in `/` keeps an empty tail; callers take those in
-    whole and `_tail` them in Python."""
-    backwards = Reverse("resource_id")
-    slash = StrIndex(backwards, Value("/"))
-    return registrations.annotate(
-        tail=Case(
-            When(Q(resource_id__contains="/"), then=Reverse(Left(backwards, slash - 1))),
-            default=F("resource_id"),
-        )
-    )
+    has none), `_tail` in SQL, read from the tables' index of it. An id ending in `/` has an
+    empty tail; callers take those in whole and `_tail` them in Python."""
+    return registrations.annotate(tail=resource_tail())
 
 
 def _registered(experiment_ids: QuerySet, deployment_ids: QuerySet) -> dict[str, str]:
@@ -111,11 +104,10 @@ def _gpus_by_resource(*, gpus: Iterable[Gpu] | None = None) -> dict[str, list[in
 
 
 def registrations_naming(registrations: QuerySet, ids: set[str]) -> QuerySet:
-    """The registrations whose resource id, or its tail, is one of `ids` (with those ending in
-    `/`, whose tail only Python cuts: the caller matches them as it matches the rest)."""
-    return _with_tail(registrations).filter(
-        Q(resource_id__in=ids) | Q(tail__in=ids) | Q(resource_id__endswith="/")
-    )
+    """The registrations whose resource id, or its tail, is one of `ids`, with those ending in
+    `/` (an empty tail), whose tail only Python cuts: the caller matches them as it matches the
+    rest. Two index scans (the id's and the tail's), whatever the number of registrations."""
+    return _with_tail(registrations).filter(Q(resource_id__in=ids) | Q(tail__in={*ids, ""}))
 
 
 # -- GPU-hours of many runs and deployments at once ---------------------------------------------

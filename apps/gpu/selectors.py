@@ -57,6 +57,7 @@ from .resolution import (
     gpu_hours_by_owner,  # noqa: F401 (a selector of this module's: spend reads it from here)
     gpu_resolutions,
     hosts_resolved,
+    registrations_naming,
 )
 
 # Utilisation bands of the fleet page: (key, upper bound in percent or None). The idle band's
@@ -288,18 +289,15 @@ def gpu_resolved_for_user(*, user, pk: int) -> tuple[Gpu, Resolution | None]:
     resolution = physical_resolution if physical is gpu else gpu_resolutions(gpus=[gpu]).get(gpu.pk)
     if resolution is not None:
         keys = {resolution.resource_id, _tail(resolution.resource_id)}
-        naming = Q(pk__in=[])
-        for key in keys:
-            naming |= Q(resource_id__contains=key)
         projects = projects_visible_to(user=user)
         registered = set(
-            ExperimentResource.objects.filter(naming, experiment__project__in=projects).values_list(
-                "resource_id", flat=True
-            )
+            registrations_naming(
+                ExperimentResource.objects.filter(experiment__project__in=projects), keys
+            ).values_list("resource_id", flat=True)
         ) | set(
-            DeploymentResource.objects.filter(naming, deployment__project__in=projects).values_list(
-                "resource_id", flat=True
-            )
+            registrations_naming(
+                DeploymentResource.objects.filter(deployment__project__in=projects), keys
+            ).values_list("resource_id", flat=True)
         )
         if any(rid in keys or _tail(rid) in keys for rid in registered):
             return gpu, physical_resolution
@@ -879,10 +877,11 @@ def gpu_owners(
     keys = {resolution.resource_id, _tail(resolution.resource_id)}
     # The registrations naming this resource: its id, or an id whose tail is one of these (an
     # ARN ending in it), compared whole on both databases; and an id ending in `/`, whose tail
-    # only `_tail` cuts.
+    # only `_tail` cuts: those have an empty tail in SQL, which the index finds, and are
+    # compared among themselves.
     naming = Q(resource_id__in=keys) | Q(tail__in=keys)
     for key in keys:
-        naming |= Q(resource_id=f"{key}/") | Q(resource_id__endswith=f"/{key}/")
+        naming |= Q(tail="") & (Q(resource_id=f"{key}/") | Q(resource_id__endswith=f"/{key}/"))
     projects = projects_visible_to(user=user)
     listed, total = [], 0
     for kind, registrations in (

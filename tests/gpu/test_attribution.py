@@ -3,9 +3,14 @@
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.urls import reverse
 
+from apps.deployments.models import DeploymentResource
+from apps.experiments.models import ExperimentResource
 from apps.gpu import selectors, services
 from apps.gpu.models import Gpu
+from apps.gpu.resolution import registrations_naming
 from tests.factories import ExperimentFactory, ExperimentResourceFactory
 
 from .helpers import at
@@ -150,6 +155,60 @@ def test_a_few_gpus_resolve_by_a_registered_id_or_its_tail_and_nothing_that_mere
         "i-0aaa": selectors.Resolution("i-0aaa", "registered"),
         "i-0fff": selectors.Resolution("instance/i-0fff/", "registered"),
     }
+
+
+def test_a_gpu_named_by_an_id_ending_in_a_slash_is_its_projects_and_no_one_elses(
+    gpu_fleet, load, project, member, member_client, outsider, outsider_client
+):
+    slash = ExperimentFactory(
+        project=project,
+        name="slash-run",
+        started_at=at("2026-07-14 09:00"),
+        ended_at=at("2026-07-14 13:00"),
+    )
+    ExperimentResourceFactory(experiment=slash, resource_id="instance/i-0fff/")
+    # The other team's run holds the host's name inside its own, which does not name it.
+    holds = ExperimentFactory(project=gpu_fleet["other_project"], name="holds-it")
+    ExperimentResourceFactory(experiment=holds, resource_id="arn:x:instance/i-0fff-2")
+    load(
+        'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-f1",gpu="0",Hostname="i-0fff"} 30\n',
+        "dcgm",
+        taken_at=at("2026-07-14 10:00"),
+    )
+    gpu = Gpu.objects.get(uuid="GPU-f1")
+    url = reverse("gpu_detail", args=[gpu.pk])
+
+    page = member_client.get(url, {"preset": "30d"})
+
+    assert page.status_code == 200
+    assert ">slash-run</a>" in page.content.decode()
+    assert ">holds-it</a>" not in page.content.decode()
+    assert outsider_client.get(url).status_code == 404
+    # Resolved as the bare host (a mapping to it, say), the id ending in a slash still names it.
+    july = {"start": at("2026-07-01 00:00"), "end": at("2026-07-15 00:00")}
+    bare = selectors.Resolution("i-0fff", "mapping")
+    owners = selectors.gpu_owners(gpu=gpu, user=member, resolution=bare, **july)
+    assert [owner.name for owner in owners.shown] == ["slash-run"]
+    assert selectors.gpu_owners(gpu=gpu, user=outsider, resolution=bare, **july).total == 0
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans")
+@pytest.mark.parametrize(
+    ("model", "index"),
+    [
+        (ExperimentResource, "experimentresource_tail"),
+        (DeploymentResource, "deploymentresource_tail"),
+    ],
+)
+def test_registrations_naming_a_host_are_read_from_the_index_of_their_tails(db, model, index):
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a few rows: a scan would win
+
+    plan = registrations_naming(model.objects.all(), {"i-0aaa", "gpu-node-9"}).explain()
+
+    # The query's tail is the index's expression, and nothing else needs a scan.
+    assert f"Bitmap Index Scan on {index}" in plan
+    assert "Seq Scan" not in plan
 
 
 def test_the_fleet_counts_gpu_hours_by_band_per_day_model_and_project(gpu_fleet, staff):

@@ -15,7 +15,6 @@ from django.db.models import F, Q, QuerySet, Value
 
 from apps.deployments.models import DeploymentResource
 from apps.experiments.models import ExperimentResource
-from apps.projects.models import resource_tail
 
 from .models import Gpu, GpuHour, HostMapping
 
@@ -65,13 +64,6 @@ def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolutio
     return resolved
 
 
-def _with_tail(registrations: QuerySet) -> QuerySet:
-    """`registrations` with `tail`: their resource id after its last `/` (the whole id when it
-    has none), `_tail` in SQL, read from the tables' index of it. An id ending in `/` has an
-    empty tail; callers take those in whole and `_tail` them in Python."""
-    return registrations.annotate(tail=resource_tail())
-
-
 def _registered(experiment_ids: QuerySet, deployment_ids: QuerySet) -> dict[str, str]:
     """The registered resource ids (of runs and deployments), and their tails, that a host may
     be named by -> the resource id."""
@@ -107,7 +99,7 @@ def registrations_naming(registrations: QuerySet, ids: set[str]) -> QuerySet:
     """The registrations whose resource id, or its tail, is one of `ids`, with those ending in
     `/` (an empty tail), whose tail only Python cuts: the caller matches them as it matches the
     rest. Two index scans (the id's and the tail's), whatever the number of registrations."""
-    return _with_tail(registrations).filter(Q(resource_id__in=ids) | Q(tail__in={*ids, ""}))
+    return registrations.filter(Q(resource_id__in=ids) | Q(tail__in={*ids, ""}))
 
 
 # -- GPU-hours of many runs and deployments at once ---------------------------------------------

@@ -53,7 +53,6 @@ from .resolution import (
     Resolution,
     _gpus_by_resource,
     _tail,
-    _with_tail,
     gpu_hours_by_owner,  # noqa: F401 (a selector of this module's: spend reads it from here)
     gpu_resolutions,
     hosts_resolved,
@@ -889,8 +888,7 @@ def gpu_owners(
         ("deployment", DeploymentResource.objects),
     ):
         uses = (
-            _with_tail(registrations.filter(**{f"{kind}__project__in": projects}))
-            .filter(naming)
+            registrations.filter(naming, **{f"{kind}__project__in": projects})
             .annotate(
                 window_start=Coalesce("started_at", f"{kind}__started_at"),
                 window_end=Coalesce("ended_at", f"{kind}__ended_at"),

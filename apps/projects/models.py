@@ -156,8 +156,7 @@ def resource_tail() -> Case:
     """A registration's resource id after its last `/`, the whole id when it has none, in SQL:
     `arn:aws:ec2:...:instance/i-0abc` and `i-0abc` name the same instance, and a GPU's host is
     the tail. An id ending in `/` has an empty tail (Python's cut strips the slashes first:
-    apps.gpu.resolution). ResourceUse's tables index it, so a lookup by tail reads the index
-    instead of working it out for every registration (2,000 of them took 4 ms a query)."""
+    apps.gpu.resolution). ResourceUse.tail stores it."""
     backwards = Reverse("resource_id")
     return Case(
         When(
@@ -175,6 +174,15 @@ class ResourceUse(models.Model):
     """
 
     resource_id = models.CharField(max_length=1000, db_index=True)
+    # Written by the database with the id: a GPU is found by its host, the id's tail, through
+    # this column's index. Worked out in each query instead, the tail of every registration
+    # was computed again (2,000 of them: 4-6 ms a query, and the planner, which does not know
+    # the cost, chose to scan them for a page of fifty hosts).
+    tail = models.GeneratedField(
+        expression=resource_tail(),
+        output_field=models.CharField(max_length=1000),
+        db_persist=True,
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -182,7 +190,7 @@ class ResourceUse(models.Model):
     class Meta:
         abstract = True
         ordering = ["resource_id"]
-        indexes = [models.Index(resource_tail(), name="%(class)s_tail")]
+        indexes = [models.Index(fields=["tail"], name="%(class)s_tail")]
 
     def __str__(self) -> str:
         return self.resource_id

@@ -875,12 +875,8 @@ def gpu_owners(
         return Owners(shown=[], total=0)
     keys = {resolution.resource_id, _tail(resolution.resource_id)}
     # The registrations naming this resource: its id, or an id whose tail is one of these (an
-    # ARN ending in it), compared whole on both databases; and an id ending in `/`, whose tail
-    # only `_tail` cuts: those have an empty tail in SQL, which the index finds, and are
-    # compared among themselves.
+    # ARN ending in it, with or without slashes after it).
     naming = Q(resource_id__in=keys) | Q(tail__in=keys)
-    for key in keys:
-        naming |= Q(tail="") & (Q(resource_id=f"{key}/") | Q(resource_id__endswith=f"/{key}/"))
     projects = projects_visible_to(user=user)
     listed, total = [], 0
     for kind, registrations in (

@@ -3,8 +3,9 @@ from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Case, CharField, F, Func, Value, When
 from django.db.models.functions import Left, Reverse, StrIndex
+from django.db.models.lookups import GreaterThan
 
 
 class Workload(models.TextChoices):
@@ -153,17 +154,16 @@ class AllocationRule(models.Model):
 
 
 def resource_tail() -> Case:
-    """A registration's resource id after its last `/`, the whole id when it has none, in SQL:
-    `arn:aws:ec2:...:instance/i-0abc` and `i-0abc` name the same instance, and a GPU's host is
-    the tail. An id ending in `/` has an empty tail (Python's cut strips the slashes first:
-    apps.gpu.resolution). ResourceUse.tail stores it."""
-    backwards = Reverse("resource_id")
+    """A registration's resource id after its last `/`, trailing slashes left out first, in
+    SQL: what `rstrip("/").rsplit("/", 1)[-1]` gives in Python (apps.gpu.resolution._tail,
+    projects.selectors._resource_keys). `arn:aws:ec2:...:instance/i-0abc` and `i-0abc` name
+    the same instance, and a GPU's host is the tail. ResourceUse.tail stores it."""
+    trimmed = Func(F("resource_id"), Value("/"), function="RTRIM", output_field=CharField())
+    backwards = Reverse(trimmed)
+    slash = StrIndex(backwards, Value("/"))
     return Case(
-        When(
-            Q(resource_id__contains="/"),
-            then=Reverse(Left(backwards, StrIndex(backwards, Value("/")) - 1)),
-        ),
-        default=F("resource_id"),
+        When(GreaterThan(slash, 0), then=Reverse(Left(backwards, slash - 1))),
+        default=trimmed,
     )
 
 

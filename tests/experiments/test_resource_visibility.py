@@ -63,6 +63,23 @@ def test_the_experiment_form_refuses_another_teams_resource_and_the_gpu_stays_hi
     assert member_client.get(reverse("gpu_detail", args=[hidden.pk])).status_code == 404
 
 
+def test_an_id_ending_in_a_slash_is_refused_by_its_last_part_too(
+    member_client, project, other_team
+):
+    # Registered by the other team with a slash after it, i-0slash still names their GPU.
+    theirs = ExperimentFactory(project=ProjectFactory(team=other_team, slug="slashed"))
+    ExperimentResourceFactory(experiment=theirs, resource_id="instance/i-0slash/")
+    gpu = Gpu.objects.create(uuid="GPU-slash", host="i-0slash")
+
+    response = member_client.post(
+        reverse("experiment_create", args=[project.slug]), _data(resource_ids="i-0slash")
+    )
+
+    assert response.context["form"].errors["resource_ids"] == [refused("i-0slash")]
+    assert not Experiment.objects.filter(project=project).exists()
+    assert member_client.get(reverse("gpu_detail", args=[gpu.pk])).status_code == 404
+
+
 def test_the_deployment_form_refuses_it_by_the_last_part_of_an_arn_too(
     member_client, project, hidden
 ):

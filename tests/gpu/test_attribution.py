@@ -10,7 +10,7 @@ from apps.deployments.models import DeploymentResource
 from apps.experiments.models import ExperimentResource
 from apps.gpu import selectors, services
 from apps.gpu.models import Gpu
-from apps.gpu.resolution import registrations_naming
+from apps.gpu.resolution import _tail, registrations_naming
 from tests.factories import ExperimentFactory, ExperimentResourceFactory
 
 from .helpers import at
@@ -167,6 +167,13 @@ def test_a_gpu_named_by_an_id_ending_in_a_slash_is_its_projects_and_no_one_elses
         ended_at=at("2026-07-14 13:00"),
     )
     ExperimentResourceFactory(experiment=slash, resource_id="instance/i-0fff/")
+    slashes = ExperimentFactory(
+        project=project,
+        name="slashes-run",
+        started_at=at("2026-07-14 08:00"),
+        ended_at=at("2026-07-14 13:00"),
+    )
+    ExperimentResourceFactory(experiment=slashes, resource_id="x/i-0fff//")
     # The other team's run holds the host's name inside its own, which does not name it.
     holds = ExperimentFactory(project=gpu_fleet["other_project"], name="holds-it")
     ExperimentResourceFactory(experiment=holds, resource_id="arn:x:instance/i-0fff-2")
@@ -182,14 +189,35 @@ def test_a_gpu_named_by_an_id_ending_in_a_slash_is_its_projects_and_no_one_elses
 
     assert page.status_code == 200
     assert ">slash-run</a>" in page.content.decode()
+    assert ">slashes-run</a>" in page.content.decode()
     assert ">holds-it</a>" not in page.content.decode()
     assert outsider_client.get(url).status_code == 404
     # Resolved as the bare host (a mapping to it, say), the id ending in a slash still names it.
     july = {"start": at("2026-07-01 00:00"), "end": at("2026-07-15 00:00")}
     bare = selectors.Resolution("i-0fff", "mapping")
     owners = selectors.gpu_owners(gpu=gpu, user=member, resolution=bare, **july)
-    assert [owner.name for owner in owners.shown] == ["slash-run"]
+    assert [owner.name for owner in owners.shown] == ["slash-run", "slashes-run"]
     assert selectors.gpu_owners(gpu=gpu, user=outsider, resolution=bare, **july).total == 0
+
+
+def test_the_stored_tail_is_the_tail_python_cuts(db):
+    ids = [
+        "i-0aaa",
+        "arn:aws:ec2:us-east-1:1:instance/i-0aaa",
+        "instance/i-0fff/",
+        "x/i-0fff//",
+        "i-0ggg/",
+        "/",
+        "a/b/c",
+        "projects/p/zones/europe-west4-a/instances/gpu-ü-7",
+    ]
+    for resource_id in ids:
+        ExperimentResourceFactory(resource_id=resource_id)
+
+    stored = dict(ExperimentResource.objects.values_list("resource_id", "tail"))
+
+    assert stored == {resource_id: _tail(resource_id) for resource_id in ids}
+    assert stored["x/i-0fff//"] == "i-0fff" and stored["/"] == ""
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans")
@@ -206,7 +234,7 @@ def test_registrations_naming_a_host_are_read_from_the_index_of_their_tails(db, 
 
     plan = registrations_naming(model.objects.all(), {"i-0aaa", "gpu-node-9"}).explain()
 
-    # The query's tail is the index's expression, and nothing else needs a scan.
+    # The stored tail's index and the id's, and nothing that needs a scan.
     assert f"Bitmap Index Scan on {index}" in plan
     assert "Seq Scan" not in plan
 

@@ -160,20 +160,17 @@ def test_a_few_gpus_resolve_by_a_registered_id_or_its_tail_and_nothing_that_mere
 def test_a_gpu_named_by_an_id_ending_in_a_slash_is_its_projects_and_no_one_elses(
     gpu_fleet, load, project, member, member_client, outsider, outsider_client
 ):
-    slash = ExperimentFactory(
-        project=project,
-        name="slash-run",
-        started_at=at("2026-07-14 09:00"),
-        ended_at=at("2026-07-14 13:00"),
-    )
-    ExperimentResourceFactory(experiment=slash, resource_id="instance/i-0fff/")
-    slashes = ExperimentFactory(
-        project=project,
-        name="slashes-run",
-        started_at=at("2026-07-14 08:00"),
-        ended_at=at("2026-07-14 13:00"),
-    )
-    ExperimentResourceFactory(experiment=slashes, resource_id="x/i-0fff//")
+    for name, resource_id, started in (
+        ("slash-run", "instance/i-0fff/", "09:00"),
+        ("slashes-run", "x/i-0fff//", "08:00"),
+    ):
+        run = ExperimentFactory(
+            project=project,
+            name=name,
+            started_at=at(f"2026-07-14 {started}"),
+            ended_at=at("2026-07-14 13:00"),
+        )
+        ExperimentResourceFactory(experiment=run, resource_id=resource_id)
     # The other team's run holds the host's name inside its own, which does not name it.
     holds = ExperimentFactory(project=gpu_fleet["other_project"], name="holds-it")
     ExperimentResourceFactory(experiment=holds, resource_id="arn:x:instance/i-0fff-2")

@@ -36,6 +36,7 @@ from django.utils import timezone
 from apps.accounts.models import Organization
 from apps.deployments.models import Deployment, DeploymentResource
 from apps.experiments.models import Experiment, ExperimentResource
+from apps.projects.models import tail_of
 from costsite.celery import task_enqueue_on_commit
 from costsite.months import month_start, next_month_start
 
@@ -49,7 +50,7 @@ from .models import (
     GpuRollupState,
     GpuSegment,
 )
-from .resolution import EARLIEST, LATEST, _gpus_by_resource, _tail, registrations_naming
+from .resolution import EARLIEST, LATEST, _gpus_by_resource, registrations_naming
 
 BATCH = 5000  # segments written at a time
 REBUILD_TASK = "apps.gpu.tasks.gpu_days_rebuild_task"
@@ -114,7 +115,7 @@ def ownership_changed_handler(*, resource_ids=None, reason: str = "", created_by
     if resource_ids is None:
         days_mark_all_later()
         return
-    keys = {key for resource_id in resource_ids for key in (resource_id, _tail(resource_id))}
+    keys = {key for resource_id in resource_ids for key in (resource_id, tail_of(resource_id))}
     by_resource = _gpus_by_resource()
     resolving = {gpu_id for key in keys for gpu_id in by_resource.get(key, ())}
     # A GPU whose host a removed registration named resolved to it, and no longer does.
@@ -211,7 +212,7 @@ def _windows(gpu_ids: list[int] | None = None) -> dict[int, list[tuple[datetime,
     per_gpu: dict[int, list[tuple[datetime, datetime, int]]] = defaultdict(list)
     for window in resource_uses(experiments=experiments, deployments=deployments):
         gpu_ids = set(by_resource.get(window.resource_id, ())) | set(
-            by_resource.get(_tail(window.resource_id), ())
+            by_resource.get(tail_of(window.resource_id), ())
         )
         if not gpu_ids:
             continue

@@ -15,6 +15,7 @@ from django.db.models import F, Q, QuerySet, Value
 
 from apps.deployments.models import DeploymentResource
 from apps.experiments.models import ExperimentResource
+from apps.projects.models import tail_of
 
 from .models import Gpu, GpuHour, HostMapping
 
@@ -23,11 +24,6 @@ from .models import Gpu, GpuHour, HostMapping
 class Resolution:
     resource_id: str
     via: str  # "label", "mapping" or "registered"
-
-
-def _tail(resource_id: str) -> str:
-    """`arn:aws:ec2:...:instance/i-0abc` and `i-0abc` name the same instance."""
-    return resource_id.rstrip("/").rsplit("/", 1)[-1]
 
 
 def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolution]:
@@ -72,7 +68,7 @@ def _registered(experiment_ids: QuerySet, deployment_ids: QuerySet) -> dict[str,
         deployment_ids.values_list("resource_id", flat=True)
     ):
         registered.setdefault(resource_id, resource_id)
-        registered.setdefault(_tail(resource_id), resource_id)
+        registered.setdefault(tail_of(resource_id), resource_id)
     return registered
 
 
@@ -89,14 +85,14 @@ def _gpus_by_resource(*, gpus: Iterable[Gpu] | None = None) -> dict[str, list[in
     by_resource: dict[str, list[int]] = defaultdict(list)
     for pk, resolution in gpu_resolutions(gpus=gpus).items():
         by_resource[resolution.resource_id].append(pk)
-        tail = _tail(resolution.resource_id)
+        tail = tail_of(resolution.resource_id)
         if tail != resolution.resource_id:
             by_resource[tail].append(pk)
     return by_resource
 
 
 def registrations_naming(registrations: QuerySet, ids: set[str]) -> QuerySet:
-    """The registrations whose resource id, or its tail (`_tail`, stored: ResourceUse.tail), is
+    """The registrations whose resource id, or its tail (`tail_of`, stored: ResourceUse.tail), is
     one of `ids`: two index scans, whatever the number of registrations."""
     return registrations.filter(Q(resource_id__in=ids) | Q(tail__in=ids))
 
@@ -163,7 +159,7 @@ def gpu_hours_by_owner(
     )
     if not uses:
         return {}
-    keys = {rid for _, _, rid, *_ in uses} | {_tail(rid) for _, _, rid, *_ in uses}
+    keys = {rid for _, _, rid, *_ in uses} | {tail_of(rid) for _, _, rid, *_ in uses}
     gpus = list(
         Gpu.objects.filter(
             Q(resource_label__in=keys)
@@ -188,11 +184,11 @@ def gpu_hours_by_owner(
         else:
             continue
         by_key[resolved].add(pk)
-        by_key[_tail(resolved)].add(pk)
+        by_key[tail_of(resolved)].add(pk)
     windows = []  # (owner, gpu, start, end): one row per GPU of each registration
     owners: list[tuple[str, int]] = []
     for kind, owner, rid, started, ended, owner_start, owner_end in uses:
-        gpu_ids = by_key.get(rid, set()) | by_key.get(_tail(rid), set())
+        gpu_ids = by_key.get(rid, set()) | by_key.get(tail_of(rid), set())
         if not gpu_ids:
             continue
         if (kind, owner) not in owners:

@@ -41,7 +41,7 @@ from apps.accounts.guards import is_staff_or_lead
 from apps.accounts.models import Organization
 from apps.deployments.models import Deployment, DeploymentResource, Model
 from apps.experiments.models import Experiment, ExperimentResource
-from apps.projects.models import Project
+from apps.projects.models import Project, tail_of
 from apps.projects.selectors import projects_editable_by, projects_visible_to
 from costsite.months import any_of, rollup_plan
 from costsite.paging import Window, page_window
@@ -52,7 +52,6 @@ from .models import Gpu, GpuDay, GpuHour, GpuModelDay, GpuMonth, HostMapping, Me
 from .resolution import (
     Resolution,
     _gpus_by_resource,
-    _tail,
     gpu_hours_by_owner,  # noqa: F401 (a selector of this module's: spend reads it from here)
     gpu_resolutions,
     hosts_resolved,
@@ -147,7 +146,7 @@ def _hours_filter(
     combined = None
     for window in windows:
         gpu_ids = set(by_resource.get(window.resource_id, ())) | set(
-            by_resource.get(_tail(window.resource_id), ())
+            by_resource.get(tail_of(window.resource_id), ())
         )
         if not gpu_ids:
             continue
@@ -269,7 +268,7 @@ def gpus_visible_to(*, user) -> QuerySet[Gpu]:
         deployments=Deployment.objects.filter(project__in=projects),
     ):
         gpu_ids.update(by_resource.get(window.resource_id, ()))
-        gpu_ids.update(by_resource.get(_tail(window.resource_id), ()))
+        gpu_ids.update(by_resource.get(tail_of(window.resource_id), ()))
     return Gpu.objects.filter(pk__in=gpu_ids)
 
 
@@ -287,7 +286,7 @@ def gpu_resolved_for_user(*, user, pk: int) -> tuple[Gpu, Resolution | None]:
         return gpu, physical_resolution
     resolution = physical_resolution if physical is gpu else gpu_resolutions(gpus=[gpu]).get(gpu.pk)
     if resolution is not None:
-        keys = {resolution.resource_id, _tail(resolution.resource_id)}
+        keys = {resolution.resource_id, tail_of(resolution.resource_id)}
         projects = projects_visible_to(user=user)
         registered = set(
             registrations_naming(
@@ -298,7 +297,7 @@ def gpu_resolved_for_user(*, user, pk: int) -> tuple[Gpu, Resolution | None]:
                 DeploymentResource.objects.filter(deployment__project__in=projects), keys
             ).values_list("resource_id", flat=True)
         )
-        if any(rid in keys or _tail(rid) in keys for rid in registered):
+        if any(rid in keys or tail_of(rid) in keys for rid in registered):
             return gpu, physical_resolution
     raise Http404("No such GPU.")
 
@@ -873,7 +872,7 @@ def gpu_owners(
         resolution = gpu_resolutions(gpus=[gpu.parent or gpu]).get((gpu.parent or gpu).pk)
     if resolution is None:
         return Owners(shown=[], total=0)
-    keys = {resolution.resource_id, _tail(resolution.resource_id)}
+    keys = {resolution.resource_id, tail_of(resolution.resource_id)}
     # The registrations naming this resource: its id, or an id whose tail is one of these (an
     # ARN ending in it, with or without slashes after it).
     naming = Q(resource_id__in=keys) | Q(tail__in=keys)

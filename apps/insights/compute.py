@@ -27,16 +27,12 @@ from apps.billing.models import CostKind, CostLineItem
 from apps.experiments.models import Experiment
 from apps.gpu.models import GpuHour
 from apps.gpu.selectors import gpu_resolutions
+from apps.projects.models import tail_of
 
 from .models import Finding, Kind, RecomputeLine
 
 HOUR = timedelta(hours=1)
 PLACES = Decimal("1e-15")  # the scale money is stored with
-
-
-def tail(resource_id: str) -> str:
-    """`arn:aws:ec2:...:instance/i-0abc` and `i-0abc` name the same instance (as apps.gpu)."""
-    return resource_id.rstrip("/").rsplit("/", 1)[-1]
 
 
 def day_start(day: date) -> datetime:
@@ -386,7 +382,7 @@ def idle_gpu_hours(*, start: date | None, end: date | None) -> dict[str, Subject
     gpus_of: dict[str, set[int]] = defaultdict(set)
     for gpu_id, resolution in gpu_resolutions().items():
         gpus_of[resolution.resource_id].add(gpu_id)
-        gpus_of[tail(resolution.resource_id)].add(gpu_id)
+        gpus_of[tail_of(resolution.resource_id)].add(gpu_id)
     if not gpus_of:
         return {}
     gpu_hours = GpuHour.objects.filter(
@@ -410,7 +406,7 @@ def idle_gpu_hours(*, start: date | None, end: date | None) -> dict[str, Subject
     for row in _lines((start, end), condition, ("resource_id",)):
         resource = row["resource_id"]
         if resource not in shares:
-            gpus = gpus_of.get(resource, set()) | gpus_of.get(tail(resource), set())
+            gpus = gpus_of.get(resource, set()) | gpus_of.get(tail_of(resource), set())
             merged: dict[datetime, list[int]] = {}
             for gpu in gpus:
                 for hour, (idle, samples) in by_gpu.get(gpu, {}).items():
@@ -581,10 +577,10 @@ def idle_gpu_sql(cursor, *, start: date | None, end: date | None) -> dict[str, d
     gpus_of: dict[str, set[int]] = defaultdict(set)
     for gpu_id, resolution in gpu_resolutions().items():
         gpus_of[resolution.resource_id].add(gpu_id)
-        gpus_of[tail(resolution.resource_id)].add(gpu_id)
+        gpus_of[tail_of(resolution.resource_id)].add(gpu_id)
     # A line's resource is one of the keys; its GPUs are those of the key and of its tail.
     resolution = {
-        resource: gpus | gpus_of.get(tail(resource), set()) for resource, gpus in gpus_of.items()
+        resource: gpus | gpus_of.get(tail_of(resource), set()) for resource, gpus in gpus_of.items()
     }
     cursor.execute(f"DROP TABLE IF EXISTS {RESOLUTION_TABLE}")
     cursor.execute(

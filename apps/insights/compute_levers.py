@@ -30,8 +30,9 @@ from apps.billing.models import CostLineItem
 from apps.deployments.models import Deployment, DeploymentResource, TrafficHour
 from apps.gpu.models import GpuHour
 from apps.gpu.selectors import gpu_resolutions
+from apps.projects.models import tail_of
 
-from .compute import HOUR, PLACES, SubjectHours, _hours_of, tail
+from .compute import HOUR, PLACES, SubjectHours, _hours_of
 from .compute_part3 import _lever_window, lever_rows, provider_key
 from .models import (
     BuildOrCallInputs,
@@ -817,12 +818,12 @@ def deployment_facts() -> dict[int, tuple[Facts, str, tuple]]:
     gpus_of: dict[str, set[int]] = defaultdict(set)
     for gpu_id, resolution in gpu_resolutions().items():
         gpus_of[resolution.resource_id].add(gpu_id)
-        gpus_of[tail(resolution.resource_id)].add(gpu_id)
+        gpus_of[tail_of(resolution.resource_id)].add(gpu_id)
     gpus: dict[int, set[int]] = {
         deployment_id: {
             gpu
             for resource in ids
-            for gpu in gpus_of.get(resource, set()) | gpus_of.get(tail(resource), set())
+            for gpu in gpus_of.get(resource, set()) | gpus_of.get(tail_of(resource), set())
         }
         for deployment_id, ids in resources.items()
     }

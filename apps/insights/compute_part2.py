@@ -23,9 +23,9 @@ from apps.deployments.models import DeploymentResource
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.gpu.models import GpuHour
 from apps.gpu.selectors import gpu_resolutions
-from apps.projects.models import Workload
+from apps.projects.models import Workload, tail_of
 
-from .compute import HourFigure, SubjectHours, day_start, gpu_lines, tail
+from .compute import HourFigure, SubjectHours, day_start, gpu_lines
 from .models import (
     Finding,
     FindingHour,
@@ -135,12 +135,12 @@ def _gpus_of() -> dict[str, set[int]]:
     gpus: dict[str, set[int]] = defaultdict(set)
     for gpu_id, resolution in gpu_resolutions().items():
         gpus[resolution.resource_id].add(gpu_id)
-        gpus[tail(resolution.resource_id)].add(gpu_id)
+        gpus[tail_of(resolution.resource_id)].add(gpu_id)
     return gpus
 
 
 def _resource_gpus(resource: str, gpus_of: dict[str, set[int]]) -> set[int]:
-    return gpus_of.get(resource, set()) | gpus_of.get(tail(resource), set())
+    return gpus_of.get(resource, set()) | gpus_of.get(tail_of(resource), set())
 
 
 def _idle_by_hour(
@@ -294,8 +294,8 @@ def registered_uses() -> dict[str, list[Use]]:
             "experiment",
         )
         uses[row["resource_id"]].append(use)
-        if tail(row["resource_id"]) != row["resource_id"]:
-            uses[tail(row["resource_id"])].append(use)
+        if tail_of(row["resource_id"]) != row["resource_id"]:
+            uses[tail_of(row["resource_id"])].append(use)
     for row in DeploymentResource.objects.values(
         "resource_id",
         "started_at",
@@ -317,8 +317,8 @@ def registered_uses() -> dict[str, list[Use]]:
             "deployment",
         )
         uses[row["resource_id"]].append(use)
-        if tail(row["resource_id"]) != row["resource_id"]:
-            uses[tail(row["resource_id"])].append(use)
+        if tail_of(row["resource_id"]) != row["resource_id"]:
+            uses[tail_of(row["resource_id"])].append(use)
     return {key: sorted(set(found), key=lambda use: use.start) for key, found in uses.items()}
 
 
@@ -385,7 +385,7 @@ def idle_between_runs_hours(*, start: date | None, end: date | None) -> dict[str
     resources = sorted(
         resource
         for resource in days.values_list("resource_id", flat=True).distinct()
-        if resource in uses_of or tail(resource) in uses_of
+        if resource in uses_of or tail_of(resource) in uses_of
     )
     if not resources:
         return {}
@@ -400,9 +400,9 @@ def idle_between_runs_hours(*, start: date | None, end: date | None) -> dict[str
     uses_on: dict[str, list[Use]] = {}
     spans_on: dict[str, tuple[list[datetime], list[datetime]]] = {}
     for resource in resources:
-        uses = uses_of.get(resource) or uses_of.get(tail(resource), [])
-        if tail(resource) != resource and tail(resource) in uses_of:
-            both = set(uses_of.get(resource, [])) | set(uses_of[tail(resource)])
+        uses = uses_of.get(resource) or uses_of.get(tail_of(resource), [])
+        if tail_of(resource) != resource and tail_of(resource) in uses_of:
+            both = set(uses_of.get(resource, [])) | set(uses_of[tail_of(resource)])
             uses = sorted(both, key=lambda use: use.start)
         uses_on[resource] = uses
         spans_on[resource] = _merged(uses)
@@ -658,14 +658,14 @@ def right_size_hours(*, start: date | None, end: date | None) -> dict[str, PartT
     for gpu_id, resolution in gpu_resolutions().items():
         if gpu_id in peaks:
             by_key[resolution.resource_id][gpu_id] = peaks[gpu_id]
-            by_key[tail(resolution.resource_id)][gpu_id] = peaks[gpu_id]
+            by_key[tail_of(resolution.resource_id)][gpu_id] = peaks[gpu_id]
     days = DailyResourceCost.objects.filter(
         cost_kind=CostKind.GPU_COMPUTE, day__gte=low.date(), day__lte=high.date()
     ).exclude(resource_id="")
     resources = sorted(
         resource
         for resource in days.values_list("resource_id", flat=True).distinct()
-        if resource in by_key or tail(resource) in by_key
+        if resource in by_key or tail_of(resource) in by_key
     )
     # A deployment's resources are right_size_serving's (compute_levers.py): one finding each.
     from .compute_levers import right_sized_elsewhere
@@ -714,7 +714,7 @@ def right_size_hours(*, start: date | None, end: date | None) -> dict[str, PartT
         )
         if current is None or current.currency != currency:
             continue  # no price for what it runs on (or not in the bill's currency)
-        gpus = by_key.get(resource) or by_key.get(tail(resource), {})
+        gpus = by_key.get(resource) or by_key.get(tail_of(resource), {})
         peak_gb = Decimal(str(max(mem for mem, _util in gpus.values()))) * MIB_IN_GB
         total_gb = sum(Decimal(str(mem)) for mem, _util in gpus.values()) * MIB_IN_GB
         peak_util = Decimal(str(round(max(util for _mem, util in gpus.values()), 4)))

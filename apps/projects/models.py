@@ -153,11 +153,16 @@ class AllocationRule(models.Model):
         return f"{self.name}: {self.field} ~ {self.pattern}"
 
 
+def tail_of(resource_id: str) -> str:
+    """A resource id after its last `/`, trailing slashes left out first:
+    `arn:aws:ec2:...:instance/i-0abc` and `i-0abc` name the same instance, and a GPU's host is
+    the tail. resource_tail() is the same in SQL."""
+    return resource_id.rstrip("/").rsplit("/", 1)[-1]
+
+
 def resource_tail() -> Case:
-    """A registration's resource id after its last `/`, trailing slashes left out first, in
-    SQL: what `rstrip("/").rsplit("/", 1)[-1]` gives in Python (apps.gpu.resolution._tail,
-    projects.selectors._resource_keys). `arn:aws:ec2:...:instance/i-0abc` and `i-0abc` name
-    the same instance, and a GPU's host is the tail. ResourceUse.tail stores it."""
+    """tail_of(resource_id) in SQL, which ResourceUse.tail stores (both databases; a test holds
+    the two equal)."""
     trimmed = Func(F("resource_id"), Value("/"), function="RTRIM", output_field=CharField())
     backwards = Reverse(trimmed)
     slash = StrIndex(backwards, Value("/"))

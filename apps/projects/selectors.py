@@ -12,7 +12,7 @@ from apps.accounts.selectors import leads_a_team
 from apps.deployments.models import Deployment, DeploymentResource, Model
 from apps.experiments.models import Experiment, ExperimentResource
 
-from .models import AllocationRule, Project, Workload, usual_workload
+from .models import AllocationRule, Project, Workload, tail_of, usual_workload
 
 # The columns the project list sorts by: ?sort=<key> or ?sort=-<key>.
 PROJECT_SORTS = {
@@ -203,7 +203,7 @@ def project_for_user(*, user, slug: str, edit: bool = False) -> Project:
 def _resource_keys(resource_id: str) -> set[str]:
     """The names a GPU is joined to a registered resource by (apps/gpu/selectors.py): the id
     itself and, for an ARN or a path, its last part."""
-    return {resource_id, resource_id.rstrip("/").rsplit("/", 1)[-1]}
+    return {resource_id, tail_of(resource_id)}
 
 
 def resource_ids_out_of_sight(*, user, resource_ids: Iterable[str], owner=None) -> list[str]:

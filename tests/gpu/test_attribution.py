@@ -10,7 +10,8 @@ from apps.deployments.models import DeploymentResource
 from apps.experiments.models import ExperimentResource
 from apps.gpu import selectors, services
 from apps.gpu.models import Gpu
-from apps.gpu.resolution import _tail, registrations_naming
+from apps.gpu.resolution import registrations_naming
+from apps.projects.models import tail_of
 from tests.factories import ExperimentFactory, ExperimentResourceFactory
 
 from .helpers import at
@@ -213,7 +214,7 @@ def test_the_stored_tail_is_the_tail_python_cuts(db):
 
     stored = dict(ExperimentResource.objects.values_list("resource_id", "tail"))
 
-    assert stored == {resource_id: _tail(resource_id) for resource_id in ids}
+    assert stored == {resource_id: tail_of(resource_id) for resource_id in ids}
     assert stored["x/i-0fff//"] == "i-0fff" and stored["/"] == ""
 
 

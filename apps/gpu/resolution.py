@@ -61,23 +61,30 @@ def gpu_resolutions(*, gpus: Iterable[Gpu] | None = None) -> dict[int, Resolutio
 
 
 def _registered(experiment_ids: QuerySet, deployment_ids: QuerySet) -> dict[str, str]:
-    """The registered resource ids (of runs and deployments), and their tails, that a host may
-    be named by -> the resource id."""
-    registered: dict[str, str] = {}
-    for resource_id in set(experiment_ids.values_list("resource_id", flat=True)) | set(
-        deployment_ids.values_list("resource_id", flat=True)
-    ):
-        registered.setdefault(resource_id, resource_id)
-        registered.setdefault(tail_of(resource_id), resource_id)
+    """The registered resource ids (of runs and deployments), and their tails (stored:
+    ResourceUse.tail), that a host may be named by -> the resource id. A host that is itself a
+    registered id resolves to that id, even when a longer id ending in it is registered too (an
+    instance registered as `i-0abc` and as its ARN); a tail that several ids end in resolves to
+    the first of them in order, whatever the order the database reads them in."""
+    pairs = sorted(
+        set(experiment_ids.values_list("resource_id", "tail"))
+        | set(deployment_ids.values_list("resource_id", "tail"))
+    )
+    registered = {resource_id: resource_id for resource_id, _ in pairs}
+    for resource_id, tail in pairs:
+        registered.setdefault(tail, resource_id)
     return registered
 
 
-def hosts_resolved(hosts: Iterable[str]) -> set[str]:
-    """Which of `hosts` map to a resource by a mapping or a registered resource id (the rules
-    of gpu_resolutions after a GPU's own label), in three queries whatever the fleet."""
-    mapped = set(HostMapping.objects.values_list("host", flat=True))
-    registered = _registered(ExperimentResource.objects.all(), DeploymentResource.objects.all())
-    return {host for host in hosts if host in mapped or (host and host in registered)}
+def host_resolved() -> Q:
+    """A GPU whose `host` maps to a resource by a mapping or by a registered resource id, or
+    its tail (the rules of gpu_resolutions after a GPU's own label), as a filter the database
+    applies: the hosts page then reads only the hosts nobody has mapped."""
+    registered = Q()
+    for registrations in (ExperimentResource.objects, DeploymentResource.objects):
+        registered |= Q(host__in=registrations.values("resource_id"))
+        registered |= Q(host__in=registrations.values("tail"))
+    return Q(host__in=HostMapping.objects.values("host")) | (~Q(host="") & registered)
 
 
 def _gpus_by_resource(*, gpus: Iterable[Gpu] | None = None) -> dict[str, list[int]]:

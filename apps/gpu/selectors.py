@@ -54,7 +54,7 @@ from .resolution import (
     _gpus_by_resource,
     gpu_hours_by_owner,  # noqa: F401 (a selector of this module's: spend reads it from here)
     gpu_resolutions,
-    hosts_resolved,
+    host_resolved,
     registrations_naming,
 )
 
@@ -288,16 +288,15 @@ def gpu_resolved_for_user(*, user, pk: int) -> tuple[Gpu, Resolution | None]:
     if resolution is not None:
         keys = {resolution.resource_id, tail_of(resolution.resource_id)}
         projects = projects_visible_to(user=user)
-        registered = set(
+        # registrations_naming matches the id or its stored tail, which equals tail_of().
+        if (
             registrations_naming(
                 ExperimentResource.objects.filter(experiment__project__in=projects), keys
-            ).values_list("resource_id", flat=True)
-        ) | set(
-            registrations_naming(
+            ).exists()
+            or registrations_naming(
                 DeploymentResource.objects.filter(deployment__project__in=projects), keys
-            ).values_list("resource_id", flat=True)
-        )
-        if any(rid in keys or tail_of(rid) in keys for rid in registered):
+            ).exists()
+        ):
             return gpu, physical_resolution
     raise Http404("No such GPU.")
 
@@ -1014,20 +1013,19 @@ class UnmappedHost:
 def unmapped_hosts(*, since: datetime) -> list[UnmappedHost]:
     """Hosts with GPUs that resolve to no resource, with their GPU-hours from the UTC day of
     `since` on, most GPU-hours first: the ones worth mapping first. A GPU labelled with its
-    resource resolves whatever its host; the others resolve by their host, so the GPUs are read
-    grouped by host (a fleet's 10,000 GPUs on 2,000 hosts) and each host resolved once."""
+    resource resolves whatever its host; the others resolve by their host, so the database
+    leaves out the hosts that resolve (`host_resolved`) and groups the rest by host: a fleet's
+    10,000 GPUs on 2,000 hosts were read whole to keep the few hundred nobody mapped."""
     unlabelled = (
         Gpu.objects.filter(parent__isnull=True, resource_label="")
+        .exclude(host_resolved())
         .values("host", "model_name", "workload")
         .annotate(gpus=Count("pk"), last=Max("last_seen_at"))
         .order_by()
     )
-    groups = list(unlabelled)
-    resolved = hosts_resolved({row["host"] for row in groups})
     hosts: dict[str, list[dict]] = defaultdict(list)
-    for row in groups:
-        if row["host"] not in resolved:
-            hosts[row["host"]].append(row)
+    for row in unlabelled:
+        hosts[row["host"]].append(row)
     if not hosts:
         return []
     # From the daily rollup (whole UTC days since `since`), summed per host in the database. An
@@ -1060,6 +1058,31 @@ def unmapped_hosts(*, since: datetime) -> list[UnmappedHost]:
         )
     result.sort(key=lambda item: (-item.gpu_hours, item.host))
     return result
+
+
+UNMAPPED_HOSTS_PER_PAGE = 50
+
+
+@dataclass(frozen=True)
+class UnmappedHostPage(Window):
+    """A page of the unmapped hosts, most GPU-hours first (costsite.paging)."""
+
+    rows: list[UnmappedHost] = field(default_factory=list)
+
+
+def unmapped_hosts_page(
+    *, since: datetime, page: int = 1, per_page: int = UNMAPPED_HOSTS_PER_PAGE
+) -> UnmappedHostPage:
+    """Page `page` of unmapped_hosts: the hosts page lists a fleet's few hundred unmapped hosts
+    50 at a time, as the fleet lists its GPUs."""
+    hosts = unmapped_hosts(since=since)
+    place = page_window(count=len(hosts), asked=page, per_page=per_page)
+    return UnmappedHostPage(
+        rows=hosts[place.offset : place.stop],
+        count=place.count,
+        number=place.number,
+        per_page=per_page,
+    )
 
 
 @dataclass(frozen=True)

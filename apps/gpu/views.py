@@ -313,7 +313,12 @@ def host_mapping_list(request: HttpRequest) -> HttpResponse:
     since = _utc_midnight(spend_today() - timedelta(days=UNMAPPED_SINCE_DAYS - 1))
     context = {
         "form": form,
-        "unmapped": selectors.unmapped_hosts(since=since),
+        # Most GPU-hours first, a page at a time: the ones worth mapping first.
+        "unmapped": selectors.unmapped_hosts_page(
+            since=since,
+            page=page_asked(request.GET),
+            per_page=selectors.UNMAPPED_HOSTS_PER_PAGE,
+        ),
         "mappings": selectors.host_mapping_rows(user=request.user),
         "since_days": UNMAPPED_SINCE_DAYS,
     }

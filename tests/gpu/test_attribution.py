@@ -158,6 +158,81 @@ def test_a_few_gpus_resolve_by_a_registered_id_or_its_tail_and_nothing_that_mere
     }
 
 
+@pytest.mark.parametrize("first", ["bare", "arn"])
+def test_a_host_registered_as_itself_and_inside_longer_ids_resolves_to_itself(
+    gpu_fleet, load, first
+):
+    """`i-0fff` registered bare and inside two ARNs: the host resolves to the bare id, however
+    the registrations come back; without it, to the first ARN in order (a set's order, which
+    changes from one process to the next, used to decide)."""
+    ids = ["arn:aws:ec2:us-east-1:2:instance/i-0fff", "arn:aws:ec2:eu-west-1:1:instance/i-0fff"]
+    ids = ["i-0fff", *ids] if first == "bare" else [*ids, "i-0fff"]
+    for resource_id in ids:
+        ExperimentResourceFactory(experiment=gpu_fleet["train"], resource_id=resource_id)
+    load(
+        'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-f1",gpu="0",Hostname="i-0fff"} 30\n'
+        'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-g1",gpu="0",Hostname="i-0ggg"} 30\n',
+        "dcgm",
+        taken_at=at("2026-07-14 10:00"),
+    )
+    gpu = Gpu.objects.get(uuid="GPU-f1")
+
+    assert selectors.gpu_resolutions(gpus=[gpu])[gpu.pk] == selectors.Resolution(
+        "i-0fff", "registered"
+    )
+    ExperimentResource.objects.filter(resource_id="i-0fff").delete()
+    assert selectors.gpu_resolutions()[gpu.pk] == selectors.Resolution(
+        "arn:aws:ec2:eu-west-1:1:instance/i-0fff", "registered"
+    )
+
+
+def test_the_hosts_page_leaves_out_hosts_named_by_a_mapping_an_id_or_its_tail(gpu_fleet, load):
+    ExperimentResourceFactory(experiment=gpu_fleet["train"], resource_id="instance/i-0fff//")
+    # An id whose tail is empty names no host, not even the GPUs that report none.
+    ExperimentResourceFactory(experiment=gpu_fleet["train"], resource_id="/")
+    load(
+        'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-f1",gpu="0",Hostname="i-0fff"} 30\n'
+        'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-m1",gpu="0",Hostname="mapped-box"} 30\n',
+        "dcgm",
+        taken_at=at("2026-07-14 10:00"),
+    )
+    # A GPU with no host (the importers refuse one; rows older than that rule may have it).
+    Gpu.objects.create(uuid="GPU-n1", host="")
+    services.host_mapping_create(created_by=None, host="mapped-box", resource_id="i-0mmm")
+
+    hosts = selectors.unmapped_hosts(since=at("2026-07-14 00:00"))
+
+    assert [(host.host, host.gpus, host.gpu_hours) for host in hosts] == [
+        ("mystery-box", 1, 3.0),
+        ("", 1, 0.0),
+    ]
+
+
+def test_the_unmapped_hosts_come_a_page_at_a_time_most_gpu_hours_first(gpu_fleet, load):
+    load(
+        "".join(
+            f'DCGM_FI_DEV_GPU_UTIL{{UUID="GPU-{host}",gpu="0",Hostname="{host}"}} 30\n'
+            for host in ("box-b", "box-a")
+        ),
+        "dcgm",
+        taken_at=at("2026-07-14 10:00"),
+    )
+    since = at("2026-07-14 00:00")
+
+    pages = [selectors.unmapped_hosts_page(since=since, page=n, per_page=2) for n in (1, 2, 9)]
+
+    assert [[host.host for host in page.rows] for page in pages] == [
+        ["mystery-box", "box-a"],
+        ["box-b"],
+        ["box-b"],
+    ]
+    assert [(page.count, page.number, page.pages) for page in pages] == [
+        (3, 1, 2),
+        (3, 2, 2),
+        (3, 2, 2),
+    ]
+
+
 def test_a_gpu_named_by_an_id_ending_in_a_slash_is_its_projects_and_no_one_elses(
     gpu_fleet, load, project, member, member_client, outsider, outsider_client
 ):

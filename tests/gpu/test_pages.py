@@ -414,6 +414,30 @@ def test_the_mapping_page_lists_unmapped_hosts_to_staff_and_leads_only(
     assert member_client.get(url).status_code == 404
 
 
+def test_the_mapping_page_pages_its_unmapped_hosts(gpu_fleet, load, lead_client, monkeypatch):
+    from .helpers import at
+
+    load(
+        'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-b1",gpu="0",Hostname="box-b"} 30\n',
+        "dcgm",
+        taken_at=at("2026-07-14 10:00"),
+    )
+    monkeypatch.setattr("apps.gpu.selectors.UNMAPPED_HOSTS_PER_PAGE", 1)
+    url = reverse("gpu_host_mapping_list")
+
+    first = lead_client.get(url).content.decode()
+    second = lead_client.get(url, {"page": "2"}).content.decode()
+
+    assert 'Unmapped hosts <small class="muted">2</small>' in first
+    assert "<code>mystery-box</code>" in first and "<code>box-b</code>" not in first
+    assert "Hosts 1–1 of 2 · page 1 of 2" in first
+    assert '<a href="?page=2#unmapped-title" rel="next">Next</a>' in first
+    assert "<code>box-b</code>" in second and "<code>mystery-box</code>" not in second
+    assert "Hosts 2–2 of 2 · page 2 of 2" in second
+    assert '<a href="?page=1#unmapped-title" rel="prev">Previous</a>' in second
+    assert 'rel="next"' not in second
+
+
 def test_a_lead_maps_a_host_and_its_gpus_join_the_project(gpu_fleet, lead_client, lead, project):
     from tests.factories import ExperimentFactory, ExperimentResourceFactory
 

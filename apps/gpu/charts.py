@@ -29,13 +29,15 @@ def fleet_bands_chart(*, fleet: Fleet) -> Chart:
         days = sorted({day.replace(day=1) for day in days})
     labels = band_labels(threshold=fleet.threshold)
     x = [day.isoformat() for day in days]
+    # The rows summed per band and bar in one pass (a year is about 1,400 of them).
+    by_band: dict[str, dict] = {band: {} for band in BANDS}
+    for row in fleet.days:
+        day = row.day.replace(day=1) if monthly else row.day
+        hours = by_band[row.band]
+        hours[day] = hours.get(day, 0.0) + row.gpu_hours
     data = []
     for band in BANDS:
-        hours: dict = {}
-        for row in fleet.days:
-            if row.band == band:
-                day = row.day.replace(day=1) if monthly else row.day
-                hours[day] = hours.get(day, 0.0) + row.gpu_hours
+        hours = by_band[band]
         data.append(
             {
                 "type": "bar",

@@ -65,7 +65,8 @@ def _registered(experiment_ids: QuerySet, deployment_ids: QuerySet) -> dict[str,
     ResourceUse.tail), that a host may be named by -> the resource id. A host that is itself a
     registered id resolves to that id, even when a longer id ending in it is registered too (an
     instance registered as `i-0abc` and as its ARN); a tail that several ids end in resolves to
-    the first of them in order, whatever the order the database reads them in."""
+    the smallest of them in sorted (code point) order, whatever the order the database reads
+    them in."""
     pairs = sorted(
         set(experiment_ids.values_list("resource_id", "tail"))
         | set(deployment_ids.values_list("resource_id", "tail"))
@@ -83,7 +84,9 @@ def host_resolved() -> Q:
     registered = Q()
     for registrations in (ExperimentResource.objects, DeploymentResource.objects):
         registered |= Q(host__in=registrations.values("resource_id"))
-        registered |= Q(host__in=registrations.values("tail"))
+        # The column is never NULL (its expression cannot make one of an id), but the schema
+        # allows it, and one NULL would make `NOT IN` unknown for every host: none listed.
+        registered |= Q(host__in=registrations.filter(tail__isnull=False).values("tail"))
     return Q(host__in=HostMapping.objects.values("host")) | (~Q(host="") & registered)
 
 

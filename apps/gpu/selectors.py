@@ -1014,8 +1014,8 @@ def unmapped_hosts(*, since: datetime) -> list[UnmappedHost]:
     """Hosts with GPUs that resolve to no resource, with their GPU-hours from the UTC day of
     `since` on, most GPU-hours first: the ones worth mapping first. A GPU labelled with its
     resource resolves whatever its host; the others resolve by their host, so the database
-    leaves out the hosts that resolve (`host_resolved`) and groups the rest by host: a fleet's
-    10,000 GPUs on 2,000 hosts were read whole to keep the few hundred nobody mapped."""
+    leaves out the hosts that resolve (`host_resolved`) and groups the GPUs of the rest by
+    host: only the unmapped hosts' GPUs are read, not those of a fleet's 2,000 hosts."""
     unlabelled = (
         Gpu.objects.filter(parent__isnull=True, resource_label="")
         .exclude(host_resolved())
@@ -1073,8 +1073,9 @@ class UnmappedHostPage(Window):
 def unmapped_hosts_page(
     *, since: datetime, page: int = 1, per_page: int = UNMAPPED_HOSTS_PER_PAGE
 ) -> UnmappedHostPage:
-    """Page `page` of unmapped_hosts: the hosts page lists a fleet's few hundred unmapped hosts
-    50 at a time, as the fleet lists its GPUs."""
+    """Page `page` of unmapped_hosts, sliced from its whole list (every unmapped host and its
+    GPU-hours, a few hundred at most in a fleet of 10,000 GPUs, sorted by them): only the
+    rendering is cut to a page."""
     hosts = unmapped_hosts(since=since)
     place = page_window(count=len(hosts), asked=page, per_page=per_page)
     return UnmappedHostPage(

@@ -12,7 +12,11 @@ from apps.gpu import selectors, services
 from apps.gpu.models import Gpu
 from apps.gpu.resolution import registrations_naming
 from apps.projects.models import tail_of
-from tests.factories import ExperimentFactory, ExperimentResourceFactory
+from tests.factories import (
+    DeploymentResourceFactory,
+    ExperimentFactory,
+    ExperimentResourceFactory,
+)
 
 from .helpers import at
 
@@ -187,11 +191,15 @@ def test_a_host_registered_as_itself_and_inside_longer_ids_resolves_to_itself(
 
 
 def test_the_hosts_page_leaves_out_hosts_named_by_a_mapping_an_id_or_its_tail(gpu_fleet, load):
+    """Named by the tail of a run's id, a deployment's id, a mapping: only the hosts nobody
+    named are listed (a deployment ARN's tail, i-0ddd: the test of MIG instances above)."""
     ExperimentResourceFactory(experiment=gpu_fleet["train"], resource_id="instance/i-0fff//")
+    DeploymentResourceFactory(deployment=gpu_fleet["serve"], resource_id="i-0ppp")
     # An id whose tail is empty names no host, not even the GPUs that report none.
     ExperimentResourceFactory(experiment=gpu_fleet["train"], resource_id="/")
     load(
         'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-f1",gpu="0",Hostname="i-0fff"} 30\n'
+        'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-p1",gpu="0",Hostname="i-0ppp"} 30\n'
         'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-m1",gpu="0",Hostname="mapped-box"} 30\n',
         "dcgm",
         taken_at=at("2026-07-14 10:00"),

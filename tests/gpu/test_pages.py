@@ -435,6 +435,9 @@ def test_the_mapping_page_pages_its_unmapped_hosts(gpu_fleet, load, lead_client,
     assert "<code>box-b</code>" in second and "<code>mystery-box</code>" not in second
     assert "Hosts 2–2 of 2 · page 2 of 2" in second
     assert '<a href="?page=1#unmapped-title" rel="prev">Previous</a>' in second
+    # Mapping a host from the second page comes back to it.
+    assert '<a href="?page=2&amp;host=box-b#mapping-form">Map</a>' in second
+    assert '<a href="?host=mystery-box#mapping-form">Map</a>' in first
     assert 'rel="next"' not in second
 
 

@@ -50,7 +50,13 @@ from .models import (
     GpuRollupState,
     GpuSegment,
 )
-from .resolution import EARLIEST, LATEST, _gpus_by_resource, registrations_naming
+from .resolution import (
+    EARLIEST,
+    LATEST,
+    gpus_by_resource,
+    gpus_named_by,
+    registrations_naming,
+)
 
 BATCH = 5000  # segments written at a time
 REBUILD_TASK = "apps.gpu.tasks.gpu_days_rebuild_task"
@@ -116,7 +122,7 @@ def ownership_changed_handler(*, resource_ids=None, reason: str = "", created_by
         days_mark_all_later()
         return
     keys = {key for resource_id in resource_ids for key in (resource_id, tail_of(resource_id))}
-    by_resource = _gpus_by_resource()
+    by_resource = gpus_by_resource()
     resolving = {gpu_id for key in keys for gpu_id in by_resource.get(key, ())}
     # A GPU whose host a removed registration named resolved to it, and no longer does.
     named = set(Gpu.objects.filter(host__in=keys).values_list("pk", flat=True))
@@ -195,9 +201,9 @@ def _windows(gpu_ids: list[int] | None = None) -> dict[int, list[tuple[datetime,
 
     experiments, deployments = Experiment.objects.all(), Deployment.objects.all()
     if gpu_ids is None:
-        by_resource = _gpus_by_resource()
+        by_resource = gpus_by_resource()
     else:
-        by_resource = _gpus_by_resource(gpus=Gpu.objects.filter(pk__in=gpu_ids))
+        by_resource = gpus_by_resource(gpus=Gpu.objects.filter(pk__in=gpu_ids))
         named = set(by_resource)
         experiments = experiments.filter(
             pk__in=registrations_naming(ExperimentResource.objects.all(), named).values(
@@ -211,9 +217,7 @@ def _windows(gpu_ids: list[int] | None = None) -> dict[int, list[tuple[datetime,
         )
     per_gpu: dict[int, list[tuple[datetime, datetime, int]]] = defaultdict(list)
     for window in resource_uses(experiments=experiments, deployments=deployments):
-        gpu_ids = set(by_resource.get(window.resource_id, ())) | set(
-            by_resource.get(tail_of(window.resource_id), ())
-        )
+        gpu_ids = gpus_named_by(by_resource, window.resource_id)
         if not gpu_ids:
             continue
         start = (

@@ -90,15 +90,20 @@ def host_resolved() -> Q:
     return Q(host__in=HostMapping.objects.values("host")) | (~Q(host="") & registered)
 
 
-def _gpus_by_resource(*, gpus: Iterable[Gpu] | None = None) -> dict[str, list[int]]:
-    """Resource id (and its tail) -> the GPUs (of `gpus`, or all) that resolve to it."""
-    by_resource: dict[str, list[int]] = defaultdict(list)
+def gpus_by_resource(*, gpus: Iterable[Gpu] | None = None) -> dict[str, set[int]]:
+    """Resource id (and its tail) -> the GPUs (of `gpus`, or all) that resolve to it: read with
+    gpus_named_by."""
+    by_resource: dict[str, set[int]] = defaultdict(set)
     for pk, resolution in gpu_resolutions(gpus=gpus).items():
-        by_resource[resolution.resource_id].append(pk)
-        tail = tail_of(resolution.resource_id)
-        if tail != resolution.resource_id:
-            by_resource[tail].append(pk)
-    return by_resource
+        by_resource[resolution.resource_id].add(pk)
+        by_resource[tail_of(resolution.resource_id)].add(pk)
+    return dict(by_resource)
+
+
+def gpus_named_by(by_resource: dict[str, set[int]], resource_id: str) -> set[int]:
+    """The GPUs a registered or billed `resource_id` reaches in `by_resource` (gpus_by_resource):
+    those of the id itself and of its tail (an ARN reaches the GPUs of its instance id)."""
+    return by_resource.get(resource_id, set()) | by_resource.get(tail_of(resource_id), set())
 
 
 def registrations_naming(registrations: QuerySet, ids: set[str]) -> QuerySet:
@@ -198,7 +203,7 @@ def gpu_hours_by_owner(
     windows = []  # (owner, gpu, start, end): one row per GPU of each registration
     owners: list[tuple[str, int]] = []
     for kind, owner, rid, started, ended, owner_start, owner_end in uses:
-        gpu_ids = by_key.get(rid, set()) | by_key.get(tail_of(rid), set())
+        gpu_ids = gpus_named_by(by_key, rid)
         if not gpu_ids:
             continue
         if (kind, owner) not in owners:

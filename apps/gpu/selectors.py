@@ -51,9 +51,10 @@ from .daily import days_ensure, key_projects
 from .models import Gpu, GpuDay, GpuHour, GpuModelDay, GpuMonth, HostMapping, MetricSource
 from .resolution import (
     Resolution,
-    _gpus_by_resource,
     gpu_hours_by_owner,  # noqa: F401 (a selector of this module's: spend reads it from here)
     gpu_resolutions,
+    gpus_by_resource,
+    gpus_named_by,
     host_resolved,
     registrations_naming,
 )
@@ -140,14 +141,12 @@ def resource_uses(
 
 
 def _hours_filter(
-    windows: Iterable[ResourceUseWindow], by_resource: dict[str, list[int]]
+    windows: Iterable[ResourceUseWindow], by_resource: dict[str, set[int]]
 ) -> Q | None:
     """One Q matching the GPU-hours of these registrations (None when they reach no GPU)."""
     combined = None
     for window in windows:
-        gpu_ids = set(by_resource.get(window.resource_id, ())) | set(
-            by_resource.get(tail_of(window.resource_id), ())
-        )
+        gpu_ids = gpus_named_by(by_resource, window.resource_id)
         if not gpu_ids:
             continue
         condition = Q(gpu_id__in=sorted(gpu_ids))
@@ -199,7 +198,7 @@ def usage_of(hours: QuerySet[GpuHour], *, threshold: float | None = None) -> Usa
 
 
 def _usage_for(windows: list[ResourceUseWindow]) -> Usage:
-    condition = _hours_filter(windows, _gpus_by_resource())
+    condition = _hours_filter(windows, gpus_by_resource())
     if condition is None:
         return Usage()
     return usage_of(GpuHour.objects.filter(condition))
@@ -246,7 +245,7 @@ def visible_hours_filter(*, user) -> Q | None:
         experiments=Experiment.objects.filter(project__in=projects),
         deployments=Deployment.objects.filter(project__in=projects),
     )
-    return _hours_filter(windows, _gpus_by_resource())
+    return _hours_filter(windows, gpus_by_resource())
 
 
 def hours_visible_to(*, user) -> QuerySet[GpuHour]:
@@ -260,15 +259,14 @@ def gpus_visible_to(*, user) -> QuerySet[Gpu]:
     """Staff: every GPU. Others: the GPUs whose resource is registered on a project they see."""
     if user.is_staff:
         return Gpu.objects.all()
-    by_resource = _gpus_by_resource()
+    by_resource = gpus_by_resource()
     projects = projects_visible_to(user=user)
     gpu_ids: set[int] = set()
     for window in resource_uses(
         experiments=Experiment.objects.filter(project__in=projects),
         deployments=Deployment.objects.filter(project__in=projects),
     ):
-        gpu_ids.update(by_resource.get(window.resource_id, ()))
-        gpu_ids.update(by_resource.get(tail_of(window.resource_id), ()))
+        gpu_ids |= gpus_named_by(by_resource, window.resource_id)
     return Gpu.objects.filter(pk__in=gpu_ids)
 
 

@@ -26,8 +26,7 @@ from django.db.models import F, Q, QuerySet
 from apps.billing.models import CostKind, CostLineItem
 from apps.experiments.models import Experiment
 from apps.gpu.models import GpuHour
-from apps.gpu.selectors import gpu_resolutions
-from apps.projects.models import tail_of
+from apps.gpu.selectors import gpus_by_resource, gpus_named_by
 
 from .models import Finding, Kind, RecomputeLine
 
@@ -379,10 +378,7 @@ def idle_gpu_hours(*, start: date | None, end: date | None) -> dict[str, Subject
     """Per billed resource whose GPUs report metrics: per UTC hour, its GPU-compute lines'
     EffectiveCost in the hour × (samples under the idle threshold ÷ utilisation samples) of its
     GPUs that reported that hour. Hours none of them reported are unmeasured (no waste)."""
-    gpus_of: dict[str, set[int]] = defaultdict(set)
-    for gpu_id, resolution in gpu_resolutions().items():
-        gpus_of[resolution.resource_id].add(gpu_id)
-        gpus_of[tail_of(resolution.resource_id)].add(gpu_id)
+    gpus_of = gpus_by_resource()
     if not gpus_of:
         return {}
     gpu_hours = GpuHour.objects.filter(
@@ -406,7 +402,7 @@ def idle_gpu_hours(*, start: date | None, end: date | None) -> dict[str, Subject
     for row in _lines((start, end), condition, ("resource_id",)):
         resource = row["resource_id"]
         if resource not in shares:
-            gpus = gpus_of.get(resource, set()) | gpus_of.get(tail_of(resource), set())
+            gpus = gpus_named_by(gpus_of, resource)
             merged: dict[datetime, list[int]] = {}
             for gpu in gpus:
                 for hour, (idle, samples) in by_gpu.get(gpu, {}).items():
@@ -574,14 +570,9 @@ def _hourly_sql(spread: str, keys: dict[str, str]) -> str:
 
 def idle_gpu_sql(cursor, *, start: date | None, end: date | None) -> dict[str, dict]:
     """idle_gpu_hours into HOURS_TABLE; returns each subject's evidence (its GPUs)."""
-    gpus_of: dict[str, set[int]] = defaultdict(set)
-    for gpu_id, resolution in gpu_resolutions().items():
-        gpus_of[resolution.resource_id].add(gpu_id)
-        gpus_of[tail_of(resolution.resource_id)].add(gpu_id)
+    gpus_of = gpus_by_resource()
     # A line's resource is one of the keys; its GPUs are those of the key and of its tail.
-    resolution = {
-        resource: gpus | gpus_of.get(tail_of(resource), set()) for resource, gpus in gpus_of.items()
-    }
+    resolution = {resource: gpus_named_by(gpus_of, resource) for resource in gpus_of}
     cursor.execute(f"DROP TABLE IF EXISTS {RESOLUTION_TABLE}")
     cursor.execute(
         f"CREATE TEMPORARY TABLE {RESOLUTION_TABLE} "

@@ -29,8 +29,7 @@ from django.db.models import Q, Sum
 from apps.billing.models import CostLineItem
 from apps.deployments.models import Deployment, DeploymentResource, TrafficHour
 from apps.gpu.models import GpuHour
-from apps.gpu.selectors import gpu_resolutions
-from apps.projects.models import tail_of
+from apps.gpu.selectors import gpus_by_resource, gpus_named_by
 
 from .compute import HOUR, PLACES, SubjectHours, _hours_of
 from .compute_part3 import _lever_window, lever_rows, provider_key
@@ -815,16 +814,9 @@ def deployment_facts() -> dict[int, tuple[Facts, str, tuple]]:
         resources[deployment_id].add(resource_id)
     for deployment_id, spent in by_resource.items():
         resources[deployment_id].update(spent)
-    gpus_of: dict[str, set[int]] = defaultdict(set)
-    for gpu_id, resolution in gpu_resolutions().items():
-        gpus_of[resolution.resource_id].add(gpu_id)
-        gpus_of[tail_of(resolution.resource_id)].add(gpu_id)
+    gpus_of = gpus_by_resource()
     gpus: dict[int, set[int]] = {
-        deployment_id: {
-            gpu
-            for resource in ids
-            for gpu in gpus_of.get(resource, set()) | gpus_of.get(tail_of(resource), set())
-        }
+        deployment_id: {gpu for resource in ids for gpu in gpus_named_by(gpus_of, resource)}
         for deployment_id, ids in resources.items()
     }
     deployment_of_gpu = {gpu: pk for pk, ids in gpus.items() for gpu in ids}

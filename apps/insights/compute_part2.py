@@ -22,7 +22,7 @@ from apps.billing.models import CostKind, CostLineItem, DailyResourceCost
 from apps.deployments.models import DeploymentResource
 from apps.experiments.models import Experiment, ExperimentResource
 from apps.gpu.models import GpuHour
-from apps.gpu.selectors import gpu_resolutions
+from apps.gpu.selectors import gpu_resolutions, gpus_by_resource, gpus_named_by
 from apps.projects.models import Workload, tail_of
 
 from .compute import HourFigure, SubjectHours, day_start, gpu_lines
@@ -130,25 +130,12 @@ def _line_hours(
     return out
 
 
-def _gpus_of() -> dict[str, set[int]]:
-    """Resource id (and its tail) -> the GPUs that resolve to it."""
-    gpus: dict[str, set[int]] = defaultdict(set)
-    for gpu_id, resolution in gpu_resolutions().items():
-        gpus[resolution.resource_id].add(gpu_id)
-        gpus[tail_of(resolution.resource_id)].add(gpu_id)
-    return gpus
-
-
-def _resource_gpus(resource: str, gpus_of: dict[str, set[int]]) -> set[int]:
-    return gpus_of.get(resource, set()) | gpus_of.get(tail_of(resource), set())
-
-
 def _idle_by_hour(
     resources, gpus_of: dict[str, set[int]], window: tuple[datetime | None, datetime | None]
 ) -> dict[str, dict[datetime, tuple[int, int]]]:
     """Per resource, per hour its GPUs reported: (idle samples, utilisation samples), summed
     over its GPUs (the idle share of idle_gpu)."""
-    wanted = {resource: _resource_gpus(resource, gpus_of) for resource in resources}
+    wanted = {resource: gpus_named_by(gpus_of, resource) for resource in resources}
     every = {gpu for gpus in wanted.values() for gpu in gpus}
     if not every:
         return {}
@@ -211,7 +198,7 @@ def notebook_left_running_hours(
     resources = _development_resources(reach)
     if not resources:
         return {}
-    gpus_of = _gpus_of()
+    gpus_of = gpus_by_resource()
     lines = _line_hours(Q(resource_id__in=sorted(resources)), reach)
     shares = _idle_by_hour([key[0] for key in lines], gpus_of, reach)
     low, high = window
@@ -221,7 +208,7 @@ def notebook_left_running_hours(
         subject = PartTwoSubject(
             line_key=resource,
             resource_id=resource,
-            gpus=len(_resource_gpus(resource, gpus_of)),
+            gpus=len(gpus_named_by(gpus_of, resource)),
             evidence={"min_hours": needed},
         )
         stretched: set[tuple[datetime, str]] = set()
@@ -528,13 +515,13 @@ def data_starved_hours(*, start: date | None, end: date | None) -> dict[str, Par
         .distinct()
     ):
         resources[run].add(resource)
-    gpus_of = _gpus_of()
+    gpus_of = gpus_by_resource()
     windows = []
     gpus_of_run: dict[int, set[int]] = {}
     for run, row in runs_of.items():
         gpus: set[int] = set()
         for resource in resources.get(run, ()):
-            gpus |= _resource_gpus(resource, gpus_of)
+            gpus |= gpus_named_by(gpus_of, resource)
         gpus_of_run[run] = gpus
         first = row["started_at"].replace(minute=0, second=0, microsecond=0)
         for gpu in sorted(gpus):

@@ -149,10 +149,11 @@ class _DeliveryTally:
     usage_end: datetime | None = None  # the newest end of a usage line: what freshness reads
 
 
-def _usage_lines(lines: pa.Table) -> pa.Table:
+def _usage_lines(lines: pa.Table, columns: list[str]) -> pa.Table:
     """The lines that say how far the bill has got: usage charged as used. A purchase, a fee
     or a recurring line covers its whole period the day it is billed (a savings plan's monthly
-    fee ends on the month's last day), so it never moves "data as of"."""
+    fee ends on the month's last day), so it never moves "data as of". Only `columns` of them
+    (filtering every column copied the whole batch, for one maximum)."""
     usage = pc.fill_null(pc.equal(lines["charge_category"], "Usage"), False)
     if "charge_frequency" in lines.column_names:
         frequency = lines["charge_frequency"]
@@ -161,7 +162,7 @@ def _usage_lines(lines: pa.Table) -> pa.Table:
             usage,
             pc.fill_null(pc.or_(pc.equal(frequency, "Usage-Based"), pc.equal(frequency, "")), True),
         )
-    return lines.filter(usage)
+    return lines.select(columns).filter(usage)
 
 
 def _focused(
@@ -187,7 +188,7 @@ def _source_rows(lines: pa.Table) -> int:
 
 
 def _usage_end(lines: pa.Table) -> datetime | None:
-    usage = _usage_lines(lines)
+    usage = _usage_lines(lines, ["charge_period_end"])
     return pc.max(usage["charge_period_end"]).as_py() if usage.num_rows else None
 
 
@@ -477,7 +478,7 @@ class _Importer:
             tally.first_start = _earliest(tally.first_start, item["charge_period_start_min"])
             tally.last_start = _latest(tally.last_start, item["charge_period_start_max"])
             tally.last_end = _latest(tally.last_end, item["charge_period_end_max"])
-        usage = _usage_lines(lines)
+        usage = _usage_lines(lines, ["delivery_id", "charge_period_end"])
         if usage.num_rows:
             ends = usage.group_by("delivery_id").aggregate([("charge_period_end", "max")])
             for item in ends.to_pylist():

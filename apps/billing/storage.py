@@ -548,11 +548,12 @@ def storage_rows(lines: pa.Table, facts: StorageFacts) -> pa.Table:
     deployment_id, billing_currency, effective_cost, billed_cost (and optionally line_items,
     for rows that are already sums of lines).
     """
-    lines = lines.combine_chunks()
     wanted = pc.is_in(_text(lines["cost_kind"]), value_set=pa.array(["storage", "network"]))
     if not pc.any(wanted).as_py():
         return _empty()
-    lines = lines.filter(wanted)
+    # Only the columns read here are filtered (an import's batch holds sixty).
+    read = [name for name in (*STORAGE_LINE_COLUMNS, "line_items") if name in lines.column_names]
+    lines = lines.select(read).filter(wanted).combine_chunks()
 
     def column(name: str) -> pa.Array:
         array = lines[name]

@@ -258,6 +258,9 @@ def command_once(path: Path, *, queued: bool = False) -> dict:
     return {
         "seconds": seconds,
         "peak_mb": usage.ru_maxrss / 1024,
+        # The command's own CPU time (its threads included, not PostgreSQL's): on a shared
+        # machine, steadier than its wall time.
+        "cpu_s": usage.ru_utime + usage.ru_stime,
         "importing": figure(r"importing ([\d.]+) s"),
         "after": figure(r"then ([\d.]+) s"),
         "done": done,
@@ -457,7 +460,8 @@ def command_benchmark(args: argparse.Namespace) -> None:
                 f"started {imported['after']:.1f} + start and exit "
                 f"{took - imported['importing'] - imported['after']:.1f}; "
                 f"{took / typed:.2f}x (b), {took / text:.2f}x (a), "
-                f"peak {imported['peak_mb']:.0f} MB; totals checked (billed {billed}, "
+                f"peak {imported['peak_mb']:.0f} MB, CPU {imported['cpu_s']:.1f} s; totals "
+                f"checked (billed {billed}, "
                 f"effective {effective})",
                 flush=True,
             )
@@ -486,7 +490,7 @@ def command_benchmark(args: argparse.Namespace) -> None:
         )
     if args.json:
         tried = [
-            {"rows": rows, "a_s": a, "b_s": b, **{k: i[k] for k in ("seconds", "peak_mb")}}
+            {"rows": rows, "a_s": a, "b_s": b, **{k: i[k] for k in ("seconds", "peak_mb", "cpu_s")}}
             for rows, tries in lines
             for a, b, i in tries
         ]

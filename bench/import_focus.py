@@ -258,8 +258,8 @@ def command_once(path: Path, *, queued: bool = False) -> dict:
     return {
         "seconds": seconds,
         "peak_mb": usage.ru_maxrss / 1024,
-        # The command's own CPU time (its threads included, not PostgreSQL's): on a shared
-        # machine, steadier than its wall time.
+        # The command's own CPU time, its threads included: not PostgreSQL's, nor (queued) the
+        # worker's. It says what the process did, which its wall time mixes with waiting.
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "importing": figure(r"importing ([\d.]+) s"),
         "after": figure(r"then ([\d.]+) s"),

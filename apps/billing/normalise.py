@@ -215,35 +215,46 @@ def _may_be_blank(array: pa.Array, spelled_nulls: bool) -> bool:
     return bool(suspect.any())
 
 
+def _text_bytes(chunk: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    """A text array's value offsets and the bytes its values span (for a slice, only its own
+    values'), or None when it has no values or no bytes."""
+    if len(chunk) == 0 or chunk.null_count == len(chunk):
+        return None
+    _, offsets_buffer, data = chunk.buffers()
+    width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+    size = np.dtype(width).itemsize
+    offsets = np.frombuffer(offsets_buffer, width, len(chunk) + 1, chunk.offset * size)
+    if data is None or not data.size:
+        return offsets, np.zeros(0, np.uint8)
+    return offsets, np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]]
+
+
+def _chunks(array: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+
+
 def _may_hold_nul(array: pa.Array | pa.ChunkedArray) -> bool:
-    """Whether a zero byte is anywhere in the text's data buffers: one pass of memory, forty
-    times quicker than a substring search of every value (a slice's buffer may hold bytes
-    around it, so a zero found says only "look closer")."""
-    chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
-    for chunk in chunks:
-        data = chunk.buffers()[2]
-        if data is not None and data.size:
-            raw = np.frombuffer(data, np.uint8)
-            if np.count_nonzero(raw) != raw.size:
-                return True
+    """Whether a zero byte is in the bytes of the text's values: one pass of memory, forty times
+    quicker than a substring search of every value (a null's slot may span bytes, so a zero
+    found says only "look closer")."""
+    for chunk in _chunks(array):
+        spanned = _text_bytes(chunk)
+        if spanned is not None and np.count_nonzero(spanned[1]) != spanned[1].size:
+            return True
     return False
 
 
 def _may_overflow(array: pa.Array | pa.ChunkedArray) -> bool:
     """Whether any text could match OVERFLOWING, from the buffers: it takes 24 characters or
-    more, or an exponent (an e or E byte anywhere). Ordinary costs have neither, and are then
-    not searched by the regular expression (a fifth of the typing of a batch)."""
-    chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
-    for chunk in chunks:
-        if chunk.null_count == len(chunk):
+    more, or an exponent (an e or E byte). Ordinary costs have neither, and are then not
+    searched by the regular expression."""
+    for chunk in _chunks(array):
+        spanned = _text_bytes(chunk)
+        if spanned is None:
             continue
-        _, offsets_buffer, data = chunk.buffers()
-        offsets = np.frombuffer(offsets_buffer, np.int32, len(chunk) + 1, chunk.offset * 4)
+        offsets, raw = spanned
         if int(np.diff(offsets).max()) >= OVERFLOW_LENGTH:
             return True
-        if data is None:  # every value empty
-            continue
-        raw = np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]]
         if np.count_nonzero((raw | 0x20) == ord("e")):  # e or E
             return True
     return False

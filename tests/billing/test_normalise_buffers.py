@@ -1,5 +1,6 @@
 """The normaliser's quick looks at a text column's buffers, which decide whether the slower,
-exact search runs: they may say "look closer" for nothing, never "nothing here" wrongly."""
+exact search runs: they may say "look closer" for nothing (a null's slot), never "nothing
+here" wrongly."""
 
 import pyarrow as pa
 import pytest
@@ -16,13 +17,18 @@ def test_a_nul_byte_anywhere_is_seen_and_clean_text_is_left_alone():
     assert not _may_hold_nul(pa.array([None, None], pa.string()))
     assert not _may_hold_nul(pa.array([], pa.string()))
     assert _may_hold_nul(pa.chunked_array([["a"], ["\x00"]]))
-    assert _may_hold_nul(pa.array(["x\x00"], pa.large_string()))
 
 
-def test_a_slice_whose_neighbour_holds_a_nul_only_asks_for_the_exact_search():
-    # The slice shares its parent's buffer: the quick look may answer yes, the search says no.
+def test_a_slice_looks_only_at_its_own_values():
     parent = pa.array(["fine", "bad\x00", "fine too"])
-    assert _may_hold_nul(parent.slice(2))
+    assert not _may_hold_nul(parent.slice(2))
+    assert not _may_hold_nul(parent.slice(0, 1))
+    assert _may_hold_nul(parent.slice(1, 1))
+
+
+def test_a_nul_after_empty_or_null_chunks_is_still_seen():
+    assert _may_hold_nul(pa.chunked_array([pa.array([None], pa.string()), pa.array(["\x00"])]))
+    assert _may_hold_nul(pa.chunked_array([[""], ["a\x00"]]))
 
 
 @pytest.mark.parametrize(
@@ -43,10 +49,25 @@ def test_ordinary_costs_skip_the_pattern():
     assert not _may_overflow(pa.chunked_array([CLEAN, ["1.5"]]))
 
 
-def test_an_e_outside_a_slice_only_asks_for_the_pattern():
-    parent = pa.array(["1e30", "1.5", "2.5"])
-    assert not _may_overflow(parent.slice(1))  # the slice's own bytes hold no e
+def test_a_slice_is_judged_by_its_own_values():
+    parent = pa.array(["1e30", "1.5", "2.5", "1" * 24])
+    assert not _may_overflow(parent.slice(1, 2))  # neither the e before it nor the digits after
     assert _may_overflow(parent.slice(0, 2))
+    assert _may_overflow(parent.slice(2))
+
+
+def test_a_match_after_empty_or_null_chunks_is_still_let_through():
+    assert _may_overflow(pa.chunked_array([pa.array([None], pa.string()), pa.array(["1e30"])]))
+    assert _may_overflow(pa.chunked_array([[""], ["1e30"]]))
+    assert _may_overflow(pa.chunked_array([CLEAN, ["1" * 24]]))
+
+
+def test_large_text_is_read_with_its_wide_offsets():
+    assert _may_overflow(pa.array(["1.5", "1e30"], pa.large_string()))
+    assert _may_overflow(pa.array(["1" * 24], pa.large_string()).slice(0))
+    assert not _may_overflow(pa.array(CLEAN, pa.large_string()))
+    assert _may_hold_nul(pa.array(["a", "x\x00"], pa.large_string()).slice(1))
+    assert not _may_hold_nul(pa.array(["x\x00", "a"], pa.large_string()).slice(1))
 
 
 def test_quotes_are_counted_up_to_the_end_given():

@@ -363,6 +363,7 @@ def command_benchmark(args, path: Path, csv_path: Path, header: list[str]) -> No
             path,
             saved,
             queued=args.queued,
+            month=JANUARY,  # the bill's month: an eager try recomputes it without the bill first
             # The amortised (effective) cost is the mapping's: checked the same everywhere.
             check=lambda delivery, c=copied: delivery_check(
                 delivery, (c["count"], c["billed"], None)
